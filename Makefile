@@ -1,0 +1,38 @@
+# The two commands the README promises: `make demo` (the main job on the embedded default) and
+# `make test` (the whole suite plus ruff). Everything installs into .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint ui bench bench-ingest clean-data
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# The CPU wheel of torch first: an unpinned torch would pull a multi-GB CUDA build.
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/dreaming demo
+
+test: install lint
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+ui: install
+	$(BIN)/dreaming ui
+
+bench: bench-ingest
+
+bench-ingest: install
+	$(BIN)/python bench/ingest.py
+
+clean-data:
+	-$(BIN)/dreaming db stop
+	rm -rf .dreaming

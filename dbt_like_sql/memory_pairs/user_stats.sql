@@ -1,0 +1,13 @@
+-- What a user's memory holds, per knowledge graph, for materialization metadata and the CLI.
+SELECT kg_id,
+       count(*)                                  AS pairs,
+       coalesce(sum(token_count), 0)             AS tokens,
+       count(DISTINCT session_id)                AS sessions,
+       count(*) FILTER (WHERE embedding IS NULL) AS pending_embedding,
+       count(*) FILTER (WHERE extracted_at IS NULL) AS pending_extraction,
+       min(occurred_at)                          AS first_occurred_at,
+       max(occurred_at)                          AS last_occurred_at
+FROM memory_pairs
+WHERE user_id = %(user_id)s
+GROUP BY kg_id
+ORDER BY kg_id;

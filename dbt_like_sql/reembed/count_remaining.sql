@@ -1,0 +1,2 @@
+SELECT (SELECT count(*) FROM memory_pairs WHERE embedding_next IS NULL) AS pairs,
+       (SELECT count(*) FROM subjects WHERE embedding_next IS NULL)     AS subjects;

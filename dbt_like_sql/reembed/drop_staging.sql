@@ -1,0 +1,2 @@
+ALTER TABLE memory_pairs DROP COLUMN IF EXISTS embedding_next;
+ALTER TABLE subjects DROP COLUMN IF EXISTS embedding_next;

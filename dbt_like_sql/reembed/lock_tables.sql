@@ -1,0 +1,2 @@
+-- Block writers for the swap: a pair saved now would otherwise miss its new vector.
+LOCK TABLE memory_pairs, subjects IN SHARE ROW EXCLUSIVE MODE;

@@ -1,0 +1,1 @@
+UPDATE memory_pairs SET embedding_next = %(embedding)s WHERE id = %(id)s;

@@ -1,0 +1,1 @@
+UPDATE subjects SET embedding_next = %(embedding)s WHERE id = %(id)s;

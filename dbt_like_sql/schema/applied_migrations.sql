@@ -1,0 +1,1 @@
+SELECT version, checksum FROM schema_migrations ORDER BY version;

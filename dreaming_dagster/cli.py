@@ -1,0 +1,266 @@
+"""The ``dreaming`` command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dreaming_dagster.ingest.readers import (
+    LineRecord,
+    iter_longmemeval_questions,
+    longmemeval_session_records,
+    read_jsonl,
+)
+from dreaming_dagster.ingest.records import InvalidInputError, Rejection, parse_pair, validate_identifier
+from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_validated_pairs
+from dreaming_dagster.runtime import default_database, default_embedder, default_settings
+
+console = Console(stderr=True)
+CHUNK_SIZE = 256
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console)
+
+
+def ingest_items(make_items: Callable[[], Iterable[LineRecord | Rejection]], user_id: str, kg_id: str, *,
+                 strict: bool, embed: bool, total: int | None = None) -> SaveResult:
+    """Validate and store a stream of file records in chunks; each chunk is one transaction.
+
+    ``strict``: the whole file is validated first and nothing is stored if any record is invalid.
+    """
+    user_id = validate_identifier(user_id, "user_id")
+    kg_id = validate_identifier(kg_id, "kg_id")
+    if strict:
+        rejections = [r for r in _validated(make_items()) if isinstance(r, Rejection)]
+        if rejections:
+            raise BatchRejectedError(rejections)
+    database, embedder = default_database(), default_embedder()
+    result = SaveResult()
+    with _progress() as progress:
+        task = progress.add_task(f"ingesting into {user_id}", total=total)
+        chunk = []
+        for item in _validated(make_items()):
+            if isinstance(item, Rejection):
+                result.rejected.append(item)
+                progress.advance(task)
+                continue
+            chunk.append(item)
+            if len(chunk) >= CHUNK_SIZE:
+                result.merge(save_validated_pairs(database, embedder, user_id, kg_id, chunk, embed=embed,
+                                                  batch_size=default_settings().embedding_batch_size))
+                progress.advance(task, len(chunk))
+                chunk = []
+        if chunk:
+            result.merge(save_validated_pairs(database, embedder, user_id, kg_id, chunk, embed=embed,
+                                              batch_size=default_settings().embedding_batch_size))
+            progress.advance(task, len(chunk))
+    return result
+
+
+def _validated(items: Iterable[LineRecord | Rejection]) -> Iterator:
+    for item in items:
+        if isinstance(item, Rejection):
+            yield item
+            continue
+        try:
+            yield parse_pair(item.raw, record=item.where)
+        except InvalidInputError as exc:
+            yield Rejection(record=item.where, field=exc.field, reason=exc.reason)
+
+
+def _report(result: SaveResult) -> None:
+    click.echo(f"inserted {result.inserted:,} · duplicates {result.duplicates:,} · rejected "
+               f"{len(result.rejected):,} · embedded {result.embedded:,} · embedding pending "
+               f"{result.embedding_pending:,} · tokens {result.tokens:,}")
+    for rejection in result.rejected[:20]:
+        console.print(f"[yellow]rejected[/] {rejection}")
+    if len(result.rejected) > 20:
+        console.print(f"[yellow]… and {len(result.rejected) - 20} more rejected records")
+    if result.rejected:
+        sys.exit(1)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/] {message}")
+    sys.exit(2)
+
+
+@click.group()
+def main() -> None:
+    """dreaming: background memory consolidation for AI companions, on Dagster + Postgres/pgvector."""
+
+
+_ingest_options = [
+    click.option("--user", "user_id", required=True, help="The user whose memory receives the pairs."),
+    click.option("--kg-id", default="default", show_default=True, help="Knowledge graph id."),
+    click.option("--strict", is_flag=True, help="All or nothing: store nothing if any record is invalid."),
+    click.option("--defer-embedding", is_flag=True,
+                 help="Store without embeddings; the memory_pairs asset embeds them later."),
+]
+
+
+def ingest_options(func):
+    for option in reversed(_ingest_options):
+        func = option(func)
+    return func
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@ingest_options
+def ingest(file: Path, user_id: str, kg_id: str, strict: bool, defer_embedding: bool) -> None:
+    """Ingest a JSONL file of pairs (session_id, user_message, assistant_message, occurred_at)."""
+    with file.open(encoding="utf-8") as handle:
+        total = sum(1 for line in handle if line.strip())
+    _run_ingest(lambda: read_jsonl(file), user_id, kg_id, strict, defer_embedding, total)
+
+
+@main.command("ingest-longmemeval")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@ingest_options
+@click.option("--limit-questions", type=int, default=None, help="Only the first N questions' sessions.")
+def ingest_longmemeval(file: Path, user_id: str, kg_id: str, strict: bool, defer_embedding: bool,
+                       limit_questions: int | None) -> None:
+    """Ingest a LongMemEval-format file (streamed): every session becomes consecutive pairs."""
+
+    def items():
+        questions = iter_longmemeval_questions(file)
+        if limit_questions is not None:
+            questions = (q for i, q in zip(range(limit_questions), questions, strict=False))
+        return longmemeval_session_records(questions)
+
+    _run_ingest(items, user_id, kg_id, strict, defer_embedding, None)
+
+
+def _run_ingest(make_items, user_id, kg_id, strict, defer_embedding, total) -> None:
+    try:
+        result = ingest_items(make_items, user_id, kg_id, strict=strict, embed=not defer_embedding, total=total)
+    except (InvalidInputError, BatchRejectedError) as exc:
+        _fail(str(exc))
+    _report(result)
+
+
+@main.command()
+@click.option("--user", "user_id", required=True)
+def stats(user_id: str) -> None:
+    """What a user's memory holds, per knowledge graph."""
+    from rich.table import Table
+
+    from dreaming_dagster.ingest.embedding import user_stats
+
+    try:
+        validate_identifier(user_id, "user_id")
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    default_database().ensure_schema(default_embedder().spec)
+    rows = user_stats(default_database(), user_id)
+    table = Table(title=f"memory of {user_id}")
+    for column in ("kg", "pairs", "tokens", "sessions", "pending embedding", "pending extraction", "first", "last"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["kg_id"], f"{row['pairs']:,}", f"{row['tokens']:,}", f"{row['sessions']:,}",
+                      f"{row['pending_embedding']:,}", f"{row['pending_extraction']:,}",
+                      str(row["first_occurred_at"]), str(row["last_occurred_at"]))
+    Console().print(table if rows else f"{user_id} has no memory pairs")
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Re-embed even when the model has not changed.")
+def reembed(force: bool) -> None:
+    """Re-embed every pair and subject with the configured embedder (after switching models)."""
+    from dreaming_dagster.storage.reembed import count_rows
+    from dreaming_dagster.storage.reembed import reembed as run_reembed
+
+    database, embedder = default_database(), default_embedder()
+    with _progress() as progress:
+        task = progress.add_task(f"re-embedding with {embedder.spec}", total=count_rows(database))
+        result = run_reembed(database, embedder, force=force, batch_size=default_settings().embedding_batch_size,
+                             on_rows=lambda n: progress.advance(task, n))
+    if result.skipped:
+        click.echo(f"nothing to re-embed: the database already uses {result.current}")
+    else:
+        click.echo(f"re-embedded {result.pairs:,} pairs and {result.subjects:,} subjects: "
+                   f"{result.previous} → {result.current}")
+
+
+@main.command()
+@click.option("--users", default=5, show_default=True)
+@click.option("--questions-per-user", default=8, show_default=True)
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="LongMemEval-format file (default: the shared oracle file).")
+def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
+    """Ingest demo users from LongMemEval and dream every user partition through Dagster."""
+    from dreaming_dagster.demo import run_demo
+
+    # A fixed width keeps the summary table readable when stdout is not a terminal (CI, logs).
+    run_demo(users=users, questions_per_user=questions_per_user, dataset=dataset,
+             console=Console(width=max(Console().width, 110)))
+
+
+def run_with_dagster_env(argv: list[str]) -> int:
+    """Run ``argv`` with Dagster pointed at the project's dagster.yaml and storage.
+
+    On the embedded default this process holds the server for as long as ``argv`` runs, and the server
+    stops when the last process using it exits.
+    """
+    from dreaming_dagster.dagster_env import configure_dagster_environment
+
+    configure_dagster_environment(default_settings())
+    try:
+        return subprocess.call(argv)
+    except FileNotFoundError:
+        _fail(f"command not found: {argv[0]}")
+    except KeyboardInterrupt:
+        return 130
+
+
+@main.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def exec_command(command: tuple[str, ...]) -> None:
+    """Run COMMAND under the project's Dagster instance (e.g. `dreaming exec -- dg check defs`)."""
+    sys.exit(run_with_dagster_env(list(command)))
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("dg_args", nargs=-1, type=click.UNPROCESSED)
+def ui(dg_args: tuple[str, ...]) -> None:
+    """Start the Dagster UI and daemon (`dg dev`) on the configured database, sensors on."""
+    dg = Path(sys.executable).with_name("dg")
+    sys.exit(run_with_dagster_env([str(dg), "dev", *dg_args]))
+
+
+@main.group()
+def db() -> None:
+    """The embedded Postgres server (only when DREAMING_DATABASE_URL is unset)."""
+
+
+@db.command("status")
+def db_status() -> None:
+    settings = default_settings()
+    if not settings.uses_embedded_database:
+        click.echo("using DREAMING_DATABASE_URL (no embedded server)")
+        return
+    running = (settings.pgdata_dir / "postmaster.pid").exists()
+    click.echo(f"embedded server in {settings.pgdata_dir}: {'running' if running else 'stopped'}")
+
+
+@db.command("stop")
+def db_stop() -> None:
+    """Stop the embedded server (e.g. one left running by a killed process)."""
+    from dreaming_dagster.storage import embedded
+
+    settings = default_settings()
+    stopped = embedded.stop(settings.pgdata_dir)
+    click.echo("stopped" if stopped else "not running")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Dagster definitions, one domain per folder (loaded by ``dreaming_dagster.definitions``)."""

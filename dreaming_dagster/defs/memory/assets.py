@@ -1,0 +1,57 @@
+import time
+
+import dagster as dg
+
+from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource
+from dreaming_dagster.ingest.embedding import embed_pending_pairs, user_stats
+from dreaming_dagster.reporting import user_stats_markdown
+
+
+@dg.asset(
+    partitions_def=users_partitions,
+    group_name="dreaming",
+    kinds={"postgres", "pgvector"},
+    pool="embedding_model",
+    check_specs=[dg.AssetCheckSpec("all_pairs_embedded", asset="memory_pairs",
+                                   description="Every stored pair of the user has an embedding.")],
+    description=(
+        "Stage 1 of dreaming: a user's memory pairs (user message + assistant reply) in Postgres with "
+        "their pgvector embeddings. Materializing a partition embeds the user's pairs that were saved "
+        "without one (embedding deferred or failed at save time) and reports what the memory holds."
+    ),
+)
+def memory_pairs(
+    context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource
+) -> dg.MaterializeResult:
+    user_id = context.partition_key
+    database, model = dreaming_db.database(), embedder.embedder()
+    started = time.perf_counter()
+    run = embed_pending_pairs(database, model, user_id, batch_size=embedder.settings().embedding_batch_size,
+                              on_batch=lambda n: context.log.debug(f"embedded {n} pair(s)"))
+    elapsed = time.perf_counter() - started
+    if run.failed_pairs:
+        context.log.warning(f"{len(run.failed_pairs)} pair(s) could not be embedded and stay pending: "
+                            f"{run.last_error}")
+    stats = user_stats(database, user_id)
+    pending = sum(row["pending_embedding"] for row in stats)
+    return dg.MaterializeResult(
+        metadata={
+            "pairs": sum(row["pairs"] for row in stats),
+            "tokens": sum(row["tokens"] for row in stats),
+            "sessions": sum(row["sessions"] for row in stats),
+            "embedded_now": run.embedded,
+            "pending_embedding": pending,
+            "pending_extraction": sum(row["pending_extraction"] for row in stats),
+            "embedding_model": str(model.spec),
+            "seconds": round(elapsed, 3),
+            "pairs_per_second": round(run.embedded / elapsed, 1) if run.embedded and elapsed else 0.0,
+            "memory": dg.MetadataValue.md(user_stats_markdown(user_id, stats)),
+        },
+        check_results=[dg.AssetCheckResult(
+            check_name="all_pairs_embedded",
+            passed=pending == 0,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"pending_embedding": pending, "last_error": run.last_error or ""},
+        )],
+    )

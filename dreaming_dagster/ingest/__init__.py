@@ -1,0 +1,1 @@
+"""Ingestion: validation, readers, persistence (stage 1) and deferred embedding."""

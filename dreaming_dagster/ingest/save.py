@@ -1,0 +1,179 @@
+"""Stage 1 of dreaming: persist memory pairs with their embeddings.
+
+Batch semantics (documented in the README):
+- ``user_id``/``kg_id`` are checked first; a bad one raises :class:`InvalidInputError` and nothing is written.
+- Every record is validated before anything is written. By default (per-record) the invalid ones are
+  returned as rejections with the record and field named, and the valid ones are stored. With
+  ``strict=True`` the batch is all-or-nothing: any invalid record raises :class:`BatchRejectedError`
+  and nothing is written.
+- The valid records of one call are inserted in one transaction: a database error stores none of them,
+  and rows stored earlier are never changed.
+- A pair whose embedding failed is stored anyway with a NULL embedding; the ``memory_pairs`` asset (or
+  ``embed_pending_pairs``) fills it in later. Embedding is never a reason to lose a pair.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from psycopg.types.json import Jsonb
+
+from dreaming_dagster.embeddings import Embedder, pair_embedding_text
+from dreaming_dagster.ingest.records import (
+    InvalidInputError,
+    MemoryPair,
+    Rejection,
+    parse_pair,
+    validate_identifier,
+)
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.tokens import count_tokens
+
+logger = logging.getLogger(__name__)
+
+
+class BatchRejectedError(ValueError):
+    """A strict batch held invalid records; nothing was written."""
+
+    def __init__(self, rejections: Sequence[Rejection]):
+        self.rejections = list(rejections)
+        shown = "; ".join(str(r) for r in self.rejections[:5])
+        more = f" (and {len(self.rejections) - 5} more)" if len(self.rejections) > 5 else ""
+        super().__init__(f"{len(self.rejections)} invalid record(s), nothing stored: {shown}{more}")
+
+
+@dataclass
+class SaveResult:
+    inserted: int = 0
+    duplicates: int = 0
+    rejected: list[Rejection] = field(default_factory=list)
+    embedded: int = 0
+    embedding_pending: int = 0  # stored with a NULL embedding (embedding failed or was deferred)
+    tokens: int = 0
+    pair_ids: list[str] = field(default_factory=list)
+
+    def merge(self, other: SaveResult) -> None:
+        self.inserted += other.inserted
+        self.duplicates += other.duplicates
+        self.rejected.extend(other.rejected)
+        self.embedded += other.embedded
+        self.embedding_pending += other.embedding_pending
+        self.tokens += other.tokens
+        self.pair_ids.extend(other.pair_ids)
+
+    def as_dict(self) -> dict:
+        return {"inserted": self.inserted, "duplicates": self.duplicates, "rejected": len(self.rejected),
+                "embedded": self.embedded, "embedding_pending": self.embedding_pending, "tokens": self.tokens}
+
+
+def validate_records(records: Iterable[object]) -> tuple[list[MemoryPair], list[Rejection]]:
+    pairs, rejections = [], []
+    for index, raw in enumerate(records):
+        try:
+            pairs.append(parse_pair(raw, record=index))
+        except InvalidInputError as exc:
+            rejections.append(Rejection(record=index, field=exc.field, reason=exc.reason))
+    return pairs, rejections
+
+
+def embed_or_none(embedder: Embedder, texts: Sequence[str], batch_size: int) -> list[np.ndarray | None]:
+    """Embed in batches; a failing batch yields None for its texts instead of raising."""
+    vectors: list[np.ndarray | None] = []
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start:start + batch_size]
+        try:
+            vectors.extend(embedder.embed(chunk))
+        except Exception as exc:  # any provider failure: keep the pairs, embed them later
+            logger.warning("embedding %d pair(s) failed, storing them as pending: %s", len(chunk), exc)
+            vectors.extend([None] * len(chunk))
+    return vectors
+
+
+def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, kg_id: str,
+                         pairs: Sequence[MemoryPair], *, embed: bool = True,
+                         batch_size: int = 64) -> SaveResult:
+    """Insert already-validated pairs for one user in one transaction."""
+    result = SaveResult()
+    database.ensure_schema(embedder.spec)
+
+    unique: dict[str, MemoryPair] = {}
+    for pair in pairs:
+        unique.setdefault(pair.content_hash, pair)
+    result.duplicates += len(pairs) - len(unique)
+    if not unique:
+        return result
+
+    with database.connect() as conn:
+        known = {row["content_hash"] for row in conn.execute(
+            load_sql("memory_pairs/existing_content_hashes"),
+            {"user_id": user_id, "kg_id": kg_id, "content_hashes": list(unique)})}
+    result.duplicates += len(known)
+    new_pairs = [pair for content_hash, pair in unique.items() if content_hash not in known]
+    if not new_pairs:
+        return result
+
+    # Embed outside the transaction: the model is the slow part, the transaction stays short.
+    if embed:
+        texts = [pair_embedding_text(p.user_message, p.assistant_message) for p in new_pairs]
+        vectors = embed_or_none(embedder, texts, batch_size)
+    else:
+        vectors = [None] * len(new_pairs)
+
+    rows = []
+    for pair, vector in zip(new_pairs, vectors, strict=True):
+        tokens = count_tokens(pair.user_message, pair.assistant_message)
+        rows.append({
+            "user_id": user_id, "kg_id": kg_id, "session_id": pair.session_id, "turn_index": pair.turn_index,
+            "user_message": pair.user_message, "assistant_message": pair.assistant_message,
+            "occurred_at": pair.occurred_at, "token_count": tokens, "content_hash": pair.content_hash,
+            "metadata": Jsonb(dict(pair.metadata)), "embedding": vector,
+        })
+
+    with database.connect() as conn, conn.transaction(), conn.cursor() as cursor:
+        cursor.executemany(load_sql("memory_pairs/insert_pair"), rows, returning=True)
+        inserted_flags = []
+        while True:
+            inserted = cursor.fetchone()
+            inserted_flags.append(inserted)
+            if not cursor.nextset():
+                break
+    for row, inserted in zip(rows, inserted_flags, strict=True):
+        if inserted is None:  # lost a race with a concurrent save of the same pair
+            result.duplicates += 1
+            continue
+        result.inserted += 1
+        result.tokens += row["token_count"]
+        result.pair_ids.append(str(inserted["id"]))
+        if row["embedding"] is None:
+            result.embedding_pending += 1
+        else:
+            result.embedded += 1
+    return result
+
+
+def save_pairs(user_id: str, pairs: Iterable[object], kg_id: str = "default", *,
+               strict: bool = False, embed: bool = True, database: Database | None = None,
+               embedder: Embedder | None = None) -> SaveResult:
+    """Store ``pairs`` (mappings or :class:`MemoryPair`) in ``user_id``'s memory.
+
+    Returns counts: inserted, duplicates (already stored, or repeated in the batch), rejected (each with
+    the record index, field and reason), embedded and embedding_pending. See the module docstring for
+    the all-or-nothing vs per-record rules.
+    """
+    from dreaming_dagster.runtime import default_database, default_embedder, default_settings
+
+    user_id = validate_identifier(user_id, "user_id")
+    kg_id = validate_identifier(kg_id, "kg_id")
+    valid, rejections = validate_records(pairs)
+    if strict and rejections:
+        raise BatchRejectedError(rejections)
+    embedder = embedder or default_embedder()
+    database = database or default_database()
+    result = save_validated_pairs(database, embedder, user_id, kg_id, valid, embed=embed,
+                                  batch_size=default_settings().embedding_batch_size)
+    result.rejected.extend(rejections)
+    return result

@@ -1,0 +1,31 @@
+"""Process-wide defaults for the Python API and the CLI: settings, database and embedder from the
+environment, each built once per process (the embedded server and the model load only once)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from dreaming_dagster.embeddings import Embedder, embedder_from_settings
+from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.storage.database import Database
+
+
+@cache
+def default_settings() -> DreamingSettings:
+    return DreamingSettings()
+
+
+@cache
+def default_database() -> Database:
+    return Database.from_settings(default_settings())
+
+
+@cache
+def default_embedder() -> Embedder:
+    return embedder_from_settings(default_settings())
+
+
+def reset_defaults() -> None:
+    """Forget cached defaults (after the environment changed, e.g. in tests)."""
+    for func in (default_settings, default_database, default_embedder):
+        func.cache_clear()

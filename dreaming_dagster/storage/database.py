@@ -1,0 +1,186 @@
+"""Connections and schema for the dreaming database (embedded pgserver or any DSN with pgvector).
+
+``Database.ensure_schema(spec)`` applies pending migrations under an advisory lock (so processes starting
+together migrate once) and checks that the configured embedder matches the model and dimension the
+database was created with. ``Database.connect()`` hands out psycopg 3 connections with the pgvector
+type registered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+
+from dreaming_dagster.embeddings import EmbeddingSpec
+from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.sql import load_sql, migration_files
+from dreaming_dagster.storage import embedded
+
+# Any fixed 64-bit number: serialises schema changes across every process using this database.
+SCHEMA_LOCK_KEY = 7_243_001_118
+CONFIG_EMBEDDING_MODEL = "embedding_model"
+CONFIG_EMBEDDING_DIMENSION = "embedding_dimension"
+DIMENSION_PLACEHOLDER = "{{ embedding_dimension }}"
+
+
+class EmbeddingMismatchError(RuntimeError):
+    """The configured embedder differs from the one the database's vectors were written with."""
+
+    def __init__(self, recorded: EmbeddingSpec, configured: EmbeddingSpec):
+        self.recorded, self.configured = recorded, configured
+        super().__init__(
+            f"This database holds {recorded.dimension}-dimensional embeddings from {recorded.model!r}, "
+            f"but the configured embedder is {configured.model!r} ({configured.dimension} dimensions). "
+            f"Vectors from different models cannot be compared. Run `dreaming reembed` to re-embed every "
+            f"pair and subject with {configured.model!r}, or set the DREAMING_EMBEDDING_* settings back "
+            f"to {recorded.model!r}."
+        )
+
+
+class MigrationChecksumError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: str
+    name: str
+    template: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.template.encode()).hexdigest()
+
+    def render(self, dimension: int) -> str:
+        return render_dimension(self.template, dimension)
+
+
+def render_dimension(template: str, dimension: int) -> str:
+    """Fill the vector dimension into a SQL template (the only templated value; always an int)."""
+    return template.replace(DIMENSION_PLACEHOLDER, str(int(dimension)))
+
+
+def load_migrations() -> list[Migration]:
+    migrations = []
+    for path in migration_files():
+        version, _, name = path.stem.partition("_")
+        migrations.append(Migration(version=version, name=name, template=path.read_text(encoding="utf-8")))
+    return migrations
+
+
+def read_config(conn: psycopg.Connection) -> dict[str, str]:
+    return {row[0]: row[1] for row in conn.execute(load_sql("schema/read_config")).fetchall()}
+
+
+def write_config(conn: psycopg.Connection, key: str, value: str) -> None:
+    conn.execute(load_sql("schema/write_config"), {"key": key, "value": value})
+
+
+def recorded_spec(conn: psycopg.Connection) -> EmbeddingSpec | None:
+    config = read_config(conn)
+    if CONFIG_EMBEDDING_DIMENSION not in config:
+        return None
+    return EmbeddingSpec(model=config[CONFIG_EMBEDDING_MODEL], dimension=int(config[CONFIG_EMBEDDING_DIMENSION]))
+
+
+def lock_schema(conn: psycopg.Connection) -> None:
+    """Take the schema lock for the rest of the current transaction."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+
+
+def apply_migrations(conn: psycopg.Connection, spec: EmbeddingSpec) -> list[str]:
+    """Apply pending migrations in one transaction; return the versions applied (empty when current).
+
+    The first run records ``spec`` as the database's embedding model. Later runs refuse a different
+    embedder with :class:`EmbeddingMismatchError` before touching anything.
+    """
+    with conn.transaction():
+        lock_schema(conn)
+        conn.execute(load_sql("schema/bootstrap"))
+        recorded = recorded_spec(conn)
+        if recorded is not None and recorded != spec:
+            raise EmbeddingMismatchError(recorded, spec)
+        dimension = recorded.dimension if recorded else spec.dimension
+        applied = dict(conn.execute(load_sql("schema/applied_migrations")).fetchall())
+        newly_applied = []
+        for migration in load_migrations():
+            if migration.version in applied:
+                if applied[migration.version] != migration.checksum:
+                    raise MigrationChecksumError(
+                        f"migration {migration.version}_{migration.name} was edited after it was applied; "
+                        "add a new migration instead of changing an applied one"
+                    )
+                continue
+            conn.execute(migration.render(dimension))
+            conn.execute(load_sql("schema/record_migration"), {
+                "version": migration.version, "name": migration.name, "checksum": migration.checksum})
+            newly_applied.append(migration.version)
+        if recorded is None:
+            write_config(conn, CONFIG_EMBEDDING_MODEL, spec.model)
+            write_config(conn, CONFIG_EMBEDDING_DIMENSION, str(spec.dimension))
+    return newly_applied
+
+
+class Database:
+    """A dreaming database reachable through one URL."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self._ready: set[EmbeddingSpec] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: DreamingSettings) -> Database:
+        if settings.database_url:
+            return cls(settings.database_url)
+        return cls(embedded.embedded_url(settings.pgdata_dir))
+
+    def ensure_schema(self, spec: EmbeddingSpec) -> None:
+        """Migrate once per process and check the embedder against the database's recorded model."""
+        if spec in self._ready:
+            return
+        with self._lock:
+            if spec in self._ready:
+                return
+            with psycopg.connect(self.url) as conn:
+                apply_migrations(conn, spec)
+            self._ready.add(spec)
+
+    @contextmanager
+    def connect(self) -> Iterator[psycopg.Connection]:
+        """An autocommit connection with the vector type registered and dict rows.
+
+        Autocommit on purpose: every multi-statement write says ``with conn.transaction():`` and so is
+        a real transaction (in a non-autocommit connection it would silently become a savepoint of an
+        implicit transaction opened by an earlier read).
+        """
+        with connect(self.url) as conn:
+            yield conn
+
+    def __repr__(self) -> str:
+        return f"Database({redact(self.url)!r})"
+
+
+def connect(url: str) -> psycopg.Connection:
+    """An autocommit connection with dict rows and the pgvector type registered."""
+    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    register_vector(conn)
+    return conn
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced, for logs and metadata."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparseable database url>"
+    if info.get("password"):
+        info["password"] = "***"
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v not in (None, "")})

@@ -1,0 +1,90 @@
+"""Shared fixtures: a real embedded Postgres (pgserver) for the whole session, a fresh database per test,
+the real local embedder, and an OpenAI-protocol stub server for the openai provider path."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder, OpenAICompatibleEmbedder
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
+from tests.openai_stub import OpenAIStub
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory) -> Path:
+    # Short path: the server's Unix socket lives in the data directory (socket paths max ~107 bytes).
+    return tmp_path_factory.mktemp("dd")
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(data_dir) -> str:
+    return embedded.embedded_url(data_dir / "pgdata", "postgres")
+
+
+@pytest.fixture
+def database_url(pg_admin_url) -> str:
+    """A brand-new, empty database on the session's embedded server."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(pg_admin_url)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+@pytest.fixture
+def database(database_url) -> Database:
+    return Database(database_url)
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> LocalMiniLMEmbedder:
+    return LocalMiniLMEmbedder(batch_size=32)
+
+
+@pytest.fixture(scope="session")
+def openai_stub():
+    with OpenAIStub() as stub:
+        yield stub
+
+
+def stub_embedder(stub: OpenAIStub, dimension: int, batch_size: int = 16) -> OpenAICompatibleEmbedder:
+    # No client retries: a failure must surface at once in tests.
+    return OpenAICompatibleEmbedder(model=f"stub-embed-{dimension}", dimension=dimension,
+                                    base_url=stub.base_url, api_key="test", batch_size=batch_size,
+                                    max_retries=0, timeout_s=10)
+
+
+@pytest.fixture
+def embedder16(openai_stub) -> OpenAICompatibleEmbedder:
+    return stub_embedder(openai_stub, 16)
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """Remove every DREAMING_*/DAGSTER_HOME variable so settings come from the test alone."""
+    for name in list(os.environ):
+        if name.startswith("DREAMING_") or name == "DAGSTER_HOME":
+            monkeypatch.delenv(name)
+    from dreaming_dagster.runtime import reset_defaults
+
+    reset_defaults()
+    yield monkeypatch
+    reset_defaults()
+
+
+def pair(n: int, session: str = "s1", **overrides) -> dict:
+    record = {"session_id": session, "user_message": f"user message {n}",
+              "assistant_message": f"assistant reply {n}", "occurred_at": f"2024-03-{1 + n % 28:02d}T10:00:00Z",
+              "turn_index": n}
+    record.update(overrides)
+    return record

@@ -1,0 +1,73 @@
+"""A local HTTP server that speaks the OpenAI embeddings protocol, for testing the real openai client.
+
+Vectors are deterministic functions of the text (so equal texts embed equally). The model name sets the
+dimension (``stub-embed-16`` → 16-d). Any input containing ``POISON`` makes the request fail with HTTP
+500, and ``fail_all`` makes every request fail: the two ways a real endpoint lets callers down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+
+
+def stub_vector(text: str, dimension: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    return np.random.default_rng(seed).standard_normal(dimension).astype(float).tolist()
+
+
+class OpenAIStub:
+    def __init__(self) -> None:
+        self.fail_all = False
+        self.requests: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def _send(self, status: int, body: dict) -> None:
+                payload = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                stub.requests.append({"path": self.path, "body": body})
+                if not self.path.endswith("/embeddings"):
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                inputs = body.get("input")
+                inputs = [inputs] if isinstance(inputs, str) else inputs
+                if stub.fail_all or any("POISON" in text for text in inputs):
+                    return self._send(500, {"error": {"message": "stub failure", "type": "server_error"}})
+                match = re.search(r"(\d+)$", body.get("model", ""))
+                dimension = int(match.group(1)) if match else 8
+                self._send(200, {
+                    "object": "list", "model": body.get("model"),
+                    "data": [{"object": "embedding", "index": i, "embedding": stub_vector(text, dimension)}
+                             for i, text in enumerate(inputs)],
+                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                })
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> OpenAIStub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,144 @@
+"""save_pairs and deferred embedding against real Postgres."""
+
+import numpy as np
+import pytest
+
+from dreaming_dagster.ingest.embedding import embed_pending_pairs, user_stats
+from dreaming_dagster.ingest.records import InvalidInputError
+from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs
+from tests.conftest import pair, stub_embedder
+
+
+def rows(database, user_id=None):
+    query = "SELECT * FROM memory_pairs" + (" WHERE user_id = %s" if user_id else "") + " ORDER BY turn_index"
+    with database.connect() as conn:
+        return conn.execute(query, (user_id,) if user_id else ()).fetchall()
+
+
+def test_save_then_duplicate_is_one_row(database, embedder16):
+    first = save_pairs("alice", [pair(1)], database=database, embedder=embedder16)
+    again = save_pairs("alice", [pair(1)], database=database, embedder=embedder16)
+    assert (first.inserted, first.duplicates, first.embedded) == (1, 0, 1)
+    assert (again.inserted, again.duplicates) == (0, 1)
+    (row,) = rows(database)
+    assert row["id"] is not None and str(row["id"]) == first.pair_ids[0]
+    assert row["token_count"] > 0 and row["kg_id"] == "default"
+    # The pipeline's checkpoints are left NULL for the later stages.
+    assert row["summary"] is None and row["extracted_subjects"] is None
+    assert row["extracted_at"] is None and row["kg_stored_at"] is None and row["attempts"] == 0
+
+
+def test_duplicates_inside_one_batch_and_per_kg(database, embedder16):
+    result = save_pairs("alice", [pair(1), pair(1), pair(2)], database=database, embedder=embedder16)
+    other_kg = save_pairs("alice", [pair(1)], kg_id="work", database=database, embedder=embedder16)
+    assert (result.inserted, result.duplicates) == (2, 1)
+    assert other_kg.inserted == 1  # unique per user + kg, not globally
+
+
+def test_local_embedder_vectors_are_stored_normalised(database, local_embedder):
+    save_pairs("alice", [pair(1, user_message="I adopted a beagle named Max")], database=database,
+               embedder=local_embedder)
+    (row,) = rows(database)
+    vector = np.asarray(row["embedding"].to_numpy())
+    assert vector.shape == (384,) and abs(np.linalg.norm(vector) - 1) < 1e-5
+
+
+def test_per_record_mode_stores_the_valid_records(database, embedder16):
+    batch = [pair(1), pair(2, occurred_at="not a date"), pair(3, user_message="", assistant_message=""), pair(4)]
+    result = save_pairs("alice", batch, database=database, embedder=embedder16)
+    assert result.inserted == 2
+    assert [(r.record, r.field) for r in result.rejected] == [(1, "occurred_at"), (2, "user_message")]
+    assert [row["turn_index"] for row in rows(database)] == [1, 4]
+
+
+def test_strict_mode_is_all_or_nothing(database, embedder16):
+    save_pairs("alice", [pair(0)], database=database, embedder=embedder16)
+    with pytest.raises(BatchRejectedError) as info:
+        save_pairs("alice", [pair(1), pair(2, turn_index=-3)], strict=True, database=database,
+                   embedder=embedder16)
+    assert "record 1: field 'turn_index'" in str(info.value)
+    assert [row["turn_index"] for row in rows(database)] == [0]
+
+
+@pytest.mark.parametrize(("user_id", "kg_id"), [("bad user", "default"), ("x" * 129, "default"),
+                                                ("alice", "no/slashes")])
+def test_bad_user_or_kg_writes_nothing(database, embedder16, user_id, kg_id):
+    save_pairs("alice", [pair(0)], database=database, embedder=embedder16)
+    with pytest.raises(InvalidInputError) as info:
+        save_pairs(user_id, [pair(1)], kg_id=kg_id, database=database, embedder=embedder16)
+    assert info.value.field == ("user_id" if user_id != "alice" else "kg_id")
+    assert len(rows(database)) == 1
+
+
+def test_a_database_error_stores_none_of_the_batch(database, embedder16):
+    save_pairs("alice", [pair(0)], database=database, embedder=embedder16)
+    with database.connect() as conn:  # a real failure inside Postgres, on the third row of the batch
+        conn.execute("""
+            CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.user_message = 'boom' THEN RAISE EXCEPTION 'refused by test trigger'; END IF;
+            RETURN NEW; END $$;
+            CREATE TRIGGER refuse_boom BEFORE INSERT ON memory_pairs
+            FOR EACH ROW EXECUTE FUNCTION refuse_boom();""")
+    with pytest.raises(Exception, match="refused by test trigger"):
+        save_pairs("alice", [pair(1), pair(2), pair(3, user_message="boom")], database=database,
+                   embedder=embedder16)
+    assert [row["turn_index"] for row in rows(database)] == [0]
+
+
+def test_embedding_outage_keeps_the_pairs_and_the_asset_catches_up(database, openai_stub):
+    embedder = stub_embedder(openai_stub, 16)
+    openai_stub.fail_all = True
+    try:
+        result = save_pairs("alice", [pair(i) for i in range(5)], database=database, embedder=embedder)
+    finally:
+        openai_stub.fail_all = False
+    assert (result.inserted, result.embedded, result.embedding_pending) == (5, 0, 5)
+    assert all(row["embedding"] is None for row in rows(database))
+    run = embed_pending_pairs(database, embedder, "alice", batch_size=2)
+    assert run.embedded == 5 and not run.failed_pairs
+    assert all(row["embedding"] is not None for row in rows(database))
+    assert embed_pending_pairs(database, embedder, "alice").embedded == 0  # idempotent
+
+
+def test_a_poison_pair_does_not_block_the_others(database, embedder16):
+    batch = [pair(i) for i in range(6)] + [pair(6, user_message="POISON pill")]
+    save_pairs("alice", batch, database=database, embedder=embedder16, embed=False)
+    run = embed_pending_pairs(database, embedder16, "alice", batch_size=4)
+    assert run.embedded == 6 and len(run.failed_pairs) == 1 and "stub failure" in run.last_error
+    pending = [row["turn_index"] for row in rows(database) if row["embedding"] is None]
+    assert pending == [6]
+
+
+def test_one_users_work_never_touches_another(database, embedder16):
+    save_pairs("alice", [pair(i) for i in range(3)], database=database, embedder=embedder16, embed=False)
+    save_pairs("bob", [pair(i) for i in range(4)], database=database, embedder=embedder16, embed=False)
+    assert embed_pending_pairs(database, embedder16, "alice").embedded == 3
+    assert all(row["embedding"] is None for row in rows(database, "bob"))
+    (alice,) = user_stats(database, "alice")
+    (bob,) = user_stats(database, "bob")
+    assert (alice["pairs"], alice["pending_embedding"]) == (3, 0)
+    assert (bob["pairs"], bob["pending_embedding"]) == (4, 4)
+    assert user_stats(database, "carol") == []
+
+
+def test_concurrent_saves_of_the_same_pairs_store_each_once(database, embedder16):
+    import threading
+
+    batch = [pair(i) for i in range(40)]
+    results, errors = [], []
+
+    def save():
+        try:
+            results.append(save_pairs("alice", batch, database=database, embedder=embedder16))
+        except Exception as exc:  # pragma: no cover - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sum(r.inserted for r in results) == 40
+    assert sum(r.duplicates for r in results) == 120
+    assert len(rows(database)) == 40

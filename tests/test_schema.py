@@ -1,0 +1,134 @@
+"""Migrations, the recorded embedding model, and `dreaming reembed` (real Postgres)."""
+
+import threading
+
+import psycopg
+import pytest
+
+from dreaming_dagster.embeddings import EmbeddingSpec
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.storage import database as database_module
+from dreaming_dagster.storage.database import (
+    EmbeddingMismatchError,
+    Migration,
+    MigrationChecksumError,
+    apply_migrations,
+    load_migrations,
+)
+from dreaming_dagster.storage.reembed import reembed
+from tests.conftest import pair, stub_embedder
+
+SPEC = EmbeddingSpec("stub-embed-16", 16)
+
+
+def test_migrations_apply_once_and_are_idempotent(database_url):
+    with psycopg.connect(database_url) as conn:
+        first = apply_migrations(conn, SPEC)
+        second = apply_migrations(conn, SPEC)
+        versions = [row[0] for row in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+        tables = {row[0] for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        dims = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                            "WHERE attrelid = 'memory_pairs'::regclass AND attname = 'embedding'").fetchone()
+    assert first == [m.version for m in load_migrations()] and second == []
+    assert versions == first
+    assert {"memory_pairs", "subjects", "subject_memory_pair_links", "schema_migrations",
+            "dreaming_config"} <= tables
+    assert dims == ("vector(16)",)
+
+
+def test_concurrent_migrations_serialise(database_url):
+    errors = []
+
+    def migrate():
+        try:
+            with psycopg.connect(database_url) as conn:
+                apply_migrations(conn, SPEC)
+        except Exception as exc:  # pragma: no cover - the assertion below reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=migrate) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(load_migrations())
+
+
+def test_an_edited_applied_migration_is_refused(database_url, monkeypatch):
+    with psycopg.connect(database_url) as conn:
+        apply_migrations(conn, SPEC)
+    edited = [Migration(m.version, m.name, m.template + "\n-- edited") if m.version == "0002" else m
+              for m in load_migrations()]
+    monkeypatch.setattr(database_module, "load_migrations", lambda: edited)
+    with psycopg.connect(database_url) as conn, pytest.raises(MigrationChecksumError, match="0002"):
+        apply_migrations(conn, SPEC)
+
+
+def test_dimension_mismatch_names_both_models_and_the_fix(database_url):
+    with psycopg.connect(database_url) as conn:
+        apply_migrations(conn, SPEC)
+        with pytest.raises(EmbeddingMismatchError) as info:
+            apply_migrations(conn, EmbeddingSpec("stub-embed-8", 8))
+    message = str(info.value)
+    assert "16-dimensional" in message and "stub-embed-16" in message
+    assert "stub-embed-8" in message and "8 dimensions" in message
+    assert "dreaming reembed" in message
+
+
+def test_same_dimension_other_model_is_also_a_mismatch(database_url):
+    with psycopg.connect(database_url) as conn:
+        apply_migrations(conn, SPEC)
+        with pytest.raises(EmbeddingMismatchError):
+            apply_migrations(conn, EmbeddingSpec("another-16-d-model", 16))
+
+
+def test_reembed_switches_model_and_dimension(database, openai_stub):
+    old, new = stub_embedder(openai_stub, 16), stub_embedder(openai_stub, 8)
+    stored = save_pairs("alice", [pair(i) for i in range(20)], database=database, embedder=old)
+    save_pairs("bob", [pair(i) for i in range(5)], database=database, embedder=old, embed=False)
+    with database.connect() as conn:
+        conn.execute("INSERT INTO subjects (user_id, subject_text) VALUES ('alice', 'Hiking')")
+    assert stored.embedded == 20
+
+    fresh = type(database)(database.url)  # a new process's view: nothing cached
+    with pytest.raises(EmbeddingMismatchError):
+        fresh.ensure_schema(new.spec)
+
+    result = reembed(database, new, batch_size=7)
+    assert (result.pairs, result.subjects, result.skipped) == (25, 1, False)
+    assert result.previous == old.spec and result.current == new.spec
+    type(database)(database.url).ensure_schema(new.spec)  # the new model is now accepted…
+    with pytest.raises(EmbeddingMismatchError):
+        type(database)(database.url).ensure_schema(old.spec)  # …and the old one refused
+    with database.connect() as conn:
+        pairs = conn.execute("SELECT count(*) AS n, count(embedding) AS e, "
+                             "max(vector_dims(embedding)) AS d FROM memory_pairs").fetchone()
+        subject_dims = conn.execute("SELECT vector_dims(embedding) AS d FROM subjects").fetchone()
+        indexes = {row["indexname"] for row in conn.execute("SELECT indexname FROM pg_indexes")}
+        staging = conn.execute("SELECT count(*) AS n FROM pg_attribute WHERE attname = 'embedding_next' "
+                               "AND NOT attisdropped").fetchone()
+    assert pairs == {"n": 25, "e": 25, "d": 8}  # bob's unembedded pairs got vectors too
+    assert subject_dims == {"d": 8}
+    assert {"memory_pairs_embedding_hnsw_idx", "subjects_embedding_hnsw_idx"} <= indexes
+    assert staging == {"n": 0}
+    assert reembed(database, new).skipped  # already current
+
+
+def test_interrupted_reembed_resumes(database, openai_stub):
+    old, new = stub_embedder(openai_stub, 16), stub_embedder(openai_stub, 8)
+    save_pairs("alice", [pair(i) for i in range(10)], database=database, embedder=old)
+    with database.connect() as conn:  # poison one pair so the first attempt dies half-way
+        poisoned = conn.execute("UPDATE memory_pairs SET user_message = 'POISON' WHERE id = "
+                                "(SELECT id FROM memory_pairs ORDER BY id DESC LIMIT 1) RETURNING id").fetchone()["id"]
+    with pytest.raises(Exception, match="stub failure"):
+        reembed(database, new, batch_size=3)
+    with database.connect() as conn:
+        done = conn.execute("SELECT count(embedding_next) AS n FROM memory_pairs").fetchone()["n"]
+        conn.execute("UPDATE memory_pairs SET user_message = 'fine again' WHERE id = %s", (poisoned,))
+    assert 0 < done < 10
+    database.ensure_schema(old.spec)  # still serving the old model meanwhile
+    result = reembed(database, new, batch_size=3)
+    assert result.pairs == 10 - done
