@@ -25,8 +25,11 @@ def dagster_storage_url(settings: DreamingSettings) -> str:
     if explicit:
         return explicit
     if settings.database_url:
-        scheme, _, rest = settings.database_url.partition("://")
-        return f"postgresql+psycopg2://{rest}" if scheme in ("postgresql", "postgres") else settings.database_url
+        scheme, separator, rest = settings.database_url.partition("://")
+        if not separator or scheme not in ("postgresql", "postgres", "postgresql+psycopg2"):
+            raise ValueError(f"cannot derive Dagster's storage URL from DREAMING_DATABASE_URL (not a "
+                             f"postgresql:// URL); set {STORAGE_URL_VARIABLE}=postgresql+psycopg2://…")
+        return f"postgresql+psycopg2://{rest}"
     return embedded.dagster_storage_url(settings.pgdata_dir)
 
 

@@ -36,9 +36,8 @@ def database_url(pg_admin_url) -> str:
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(pg_admin_url)
-    info["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**info)
+    # pgserver URLs look like postgresql://postgres:@/postgres?host=/path/to/socket-dir
+    return pg_admin_url.replace("/postgres?", f"/{name}?", 1)
 
 
 @pytest.fixture

@@ -154,24 +154,27 @@ class Database:
             self._ready.add(spec)
 
     @contextmanager
-    def connect(self) -> Iterator[psycopg.Connection]:
-        """An autocommit connection with the vector type registered and dict rows.
+    def connect(self, *, vectors: bool = True) -> Iterator[psycopg.Connection]:
+        """An autocommit connection with dict rows and (unless ``vectors=False``) the vector type.
+
+        ``vectors=False`` suits read-only callers such as sensors that may run before any migration.
 
         Autocommit on purpose: every multi-statement write says ``with conn.transaction():`` and so is
         a real transaction (in a non-autocommit connection it would silently become a savepoint of an
         implicit transaction opened by an earlier read).
         """
-        with connect(self.url) as conn:
+        with connect(self.url, vectors=vectors) as conn:
             yield conn
 
     def __repr__(self) -> str:
         return f"Database({redact(self.url)!r})"
 
 
-def connect(url: str) -> psycopg.Connection:
-    """An autocommit connection with dict rows and the pgvector type registered."""
+def connect(url: str, *, vectors: bool = True) -> psycopg.Connection:
+    """An autocommit connection with dict rows and, optionally, the pgvector type registered."""
     conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
-    register_vector(conn)
+    if vectors:
+        register_vector(conn)
     return conn
 
 

@@ -1,4 +1,5 @@
 import dagster as dg
+import psycopg
 
 from dreaming_dagster.defs.memory.jobs import dreaming_job
 from dreaming_dagster.defs.memory.partitions import users_partitions
@@ -14,8 +15,11 @@ from dreaming_dagster.sql import load_sql
                 "new users as partitions and requests one dreaming run per user and state of work.",
 )
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
-    with dreaming_db.database().connect() as conn:
-        rows = conn.execute(load_sql("memory_pairs/users_with_pending_embeddings")).fetchall()
+    try:
+        with dreaming_db.database().connect(vectors=False) as conn:
+            rows = conn.execute(load_sql("memory_pairs/users_with_pending_embeddings")).fetchall()
+    except psycopg.errors.UndefinedTable:
+        return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:
         return dg.SkipReason("no user has pending pairs")
     known = set(context.instance.get_dynamic_partitions(users_partitions.name))

@@ -1,0 +1,78 @@
+"""The `dreaming` command line, in-process through click's runner, on a real database."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from dreaming_dagster.cli import main
+from tests.conftest import pair
+
+
+@pytest.fixture
+def cli_env(clean_env, database_url, openai_stub):
+    clean_env.setenv("DREAMING_DATABASE_URL", database_url)
+    clean_env.setenv("DREAMING_EMBEDDING_PROVIDER", "openai")
+    clean_env.setenv("DREAMING_EMBEDDING_MODEL", "stub-embed-16")
+    clean_env.setenv("DREAMING_EMBEDDING_DIMENSIONS", "16")
+    clean_env.setenv("DREAMING_EMBEDDING_BASE_URL", openai_stub.base_url)
+    return clean_env
+
+
+def write_jsonl(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def count(database, user_id):
+    with database.connect() as conn:
+        return conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE user_id = %s", (user_id,)).fetchone()["n"]
+
+
+def test_ingest_jsonl_per_record(cli_env, database, tmp_path):
+    path = write_jsonl(tmp_path / "pairs.jsonl", [json.dumps(pair(1)), "{broken", json.dumps(pair(2)),
+                                                  json.dumps(pair(3, occurred_at="soon"))])
+    result = CliRunner().invoke(main, ["ingest", str(path), "--user", "alice"])
+    assert result.exit_code == 1  # some records were rejected: scripts can tell
+    assert "inserted 2" in result.output
+    assert "line 2: field 'json'" in result.output
+    assert "line 4: field 'occurred_at'" in result.output
+    assert count(database, "alice") == 2
+    again = CliRunner().invoke(main, ["ingest", str(path), "--user", "alice"])
+    assert "inserted 0 · duplicates 2" in again.output and count(database, "alice") == 2
+
+
+def test_ingest_strict_writes_nothing(cli_env, database, tmp_path):
+    first = write_jsonl(tmp_path / "first.jsonl", [json.dumps(pair(0))])
+    assert CliRunner().invoke(main, ["ingest", str(first), "--user", "alice"]).exit_code == 0
+    path = write_jsonl(tmp_path / "pairs.jsonl", [json.dumps(pair(1)), json.dumps(
+        pair(2, user_message="", assistant_message=""))])
+    result = CliRunner().invoke(main, ["ingest", str(path), "--user", "alice", "--strict"])
+    assert result.exit_code == 2
+    assert "line 2: field 'user_message'" in result.output
+    assert count(database, "alice") == 1  # the valid line 1 was not stored either
+
+
+def test_ingest_bad_user_names_the_field(cli_env, tmp_path):
+    path = write_jsonl(tmp_path / "pairs.jsonl", [json.dumps(pair(1))])
+    result = CliRunner().invoke(main, ["ingest", str(path), "--user", "not a valid id"])
+    assert result.exit_code == 2 and "field 'user_id'" in result.output
+
+
+def test_ingest_longmemeval_and_stats(cli_env, database, tmp_path):
+    questions = [{"question_id": "q1", "haystack_session_ids": ["s1"], "haystack_dates": ["2023/05/01 (Mon) 10:00"],
+                  "haystack_sessions": [[{"role": "user", "content": "I moved to Lisbon", "has_answer": True},
+                                         {"role": "assistant", "content": "Nice city!"},
+                                         {"role": "user", "content": "Any tips?"},
+                                         {"role": "assistant", "content": "Try the trams."}]]}]
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(questions), encoding="utf-8")
+    result = CliRunner().invoke(main, ["ingest-longmemeval", str(path), "--user", "bench", "--defer-embedding"])
+    assert result.exit_code == 0, result.output
+    assert "inserted 2" in result.output and "embedding pending 2" in result.output
+    with database.connect() as conn:
+        labels = [r["metadata"]["has_answer"] for r in conn.execute(
+            "SELECT metadata FROM memory_pairs ORDER BY turn_index")]
+    assert labels == [True, False]
+    stats = CliRunner().invoke(main, ["stats", "--user", "bench"])
+    assert stats.exit_code == 0 and "default" in stats.output

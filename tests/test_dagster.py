@@ -1,0 +1,112 @@
+"""The Dagster code location: definitions, a partition materialized on a real instance, the sensor,
+and the `dg`/`dagster` validation commands run against the project's dagster.yaml."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from dreaming_dagster.definitions import defs as load_defs
+from dreaming_dagster.defs.memory.assets import memory_pairs
+from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor
+from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource
+from dreaming_dagster.ingest.embedding import embed_pending_pairs
+from dreaming_dagster.ingest.save import save_pairs
+from tests.conftest import PROJECT_ROOT, pair
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def resources(database_url, openai_stub):
+    return {
+        "dreaming_db": DreamingDatabaseResource(database_url=database_url),
+        "embedder": EmbedderResource(provider="openai", model="stub-embed-16", base_url=openai_stub.base_url,
+                                     api_key="test", dimensions=16),
+    }
+
+
+def test_definitions_shape():
+    definitions = load_defs()
+    asset = definitions.resolve_assets_def("memory_pairs")
+    key = dg.AssetKey("memory_pairs")
+    assert asset.group_names_by_key[key] == "dreaming"
+    assert isinstance(asset.partitions_def, dg.DynamicPartitionsDefinition)
+    assert asset.partitions_def.name == "users"
+    spec = next(iter(asset.specs))
+    assert {"postgres", "pgvector"} <= set(spec.kinds)
+    assert spec.description and "memory pairs" in spec.description
+    assert dg.AssetCheckKey(key, "all_pairs_embedded") in asset.check_keys
+    job = definitions.resolve_job_def("dreaming_job")
+    assert job.partitions_def.name == "users"
+    sensor = definitions.resolve_sensor_def("pending_pairs_sensor")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert {"dreaming_db", "embedder"} <= set(definitions.resources)
+
+
+def test_materialize_a_user_partition(database_url, resources, database, embedder16):
+    save_pairs("alice", [pair(i) for i in range(7)], database=database, embedder=embedder16, embed=False)
+    save_pairs("bob", [pair(i) for i in range(3)], database=database, embedder=embedder16, embed=False)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("users", ["alice", "bob"])
+        result = dg.materialize([memory_pairs], partition_key="alice", instance=instance, resources=resources)
+        assert result.success
+        (materialization,) = result.asset_materializations_for_node("memory_pairs")
+        metadata = {k: v.value for k, v in materialization.metadata.items()}
+        assert metadata["pairs"] == 7 and metadata["embedded_now"] == 7
+        assert metadata["pending_embedding"] == 0 and metadata["tokens"] > 0
+        assert "| default | 7 |" in metadata["memory"]
+        (check,) = result.get_asset_check_evaluations()
+        assert check.passed
+        # Another user's pending pairs are untouched by alice's partition.
+        with database.connect() as conn:
+            assert conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE user_id = 'bob' "
+                                "AND embedding IS NULL").fetchone()["n"] == 3
+        again = dg.materialize([memory_pairs], partition_key="alice", instance=instance, resources=resources)
+        (second,) = again.asset_materializations_for_node("memory_pairs")
+        assert second.metadata["embedded_now"].value == 0  # nothing left to do: idempotent
+
+
+def evaluate_sensor(instance, resources):
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        return pending_pairs_sensor(context)
+
+
+def test_pending_pairs_sensor(database, resources, embedder16):
+    with dg.instance_for_test() as instance:
+        # A database nobody has written to yet has no tables: nothing to do, no error.
+        assert isinstance(evaluate_sensor(instance, resources), dg.SkipReason)
+
+        save_pairs("alice", [pair(i) for i in range(2)], database=database, embedder=embedder16, embed=False)
+        save_pairs("bob", [pair(i) for i in range(3)], database=database, embedder=embedder16, embed=False)
+        result = evaluate_sensor(instance, resources)
+        assert sorted(r.partition_key for r in result.run_requests) == ["alice", "bob"]
+        (add_request,) = result.dynamic_partitions_requests
+        assert sorted(add_request.partition_keys) == ["alice", "bob"]
+
+        instance.add_dynamic_partitions(users_partitions.name, ["alice", "bob"])
+        repeat = evaluate_sensor(instance, resources)
+        assert {r.run_key for r in repeat.run_requests} == {r.run_key for r in result.run_requests}
+        assert repeat.dynamic_partitions_requests == []  # known users are not added twice
+
+        embed_pending_pairs(database, embedder16, "alice")
+        later = evaluate_sensor(instance, resources)
+        assert [r.partition_key for r in later.run_requests] == ["bob"]
+
+
+def _run_under_dagster_env(command: list[str], database_url: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_") and k != "DAGSTER_HOME"}
+    env["DREAMING_DATABASE_URL"] = database_url
+    return subprocess.run([str(BIN / "dreaming"), "exec", "--", *command], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("command", [["dg", "check", "defs"],
+                                     ["dagster", "definitions", "validate", "-w", "workspace.yaml"]])
+def test_dagster_validation_commands_pass(command, database_url, tmp_path):
+    completed = _run_under_dagster_env([str(BIN / command[0]), *command[1:]], database_url, tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
