@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -86,6 +87,11 @@ def _report(result: SaveResult) -> None:
         console.print(f"[yellow]… and {len(result.rejected) - 20} more rejected records")
     if result.rejected:
         sys.exit(1)
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM a normal exit so cleanup (releasing the embedded server) runs."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def _fail(message: str) -> None:
@@ -200,6 +206,7 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
     """Ingest demo users from LongMemEval and dream every user partition through Dagster."""
     from dreaming_dagster.demo import run_demo
 
+    exit_on_sigterm()
     # A fixed width keeps the summary table readable when stdout is not a terminal (CI, logs).
     run_demo(users=users, questions_per_user=questions_per_user, dataset=dataset,
              console=Console(width=max(Console().width, 110)))
@@ -215,11 +222,19 @@ def run_with_dagster_env(argv: list[str]) -> int:
 
     configure_dagster_environment(default_settings())
     try:
-        return subprocess.call(argv)
+        # Its own session: a terminal's Ctrl-C reaches only this process, which forwards it once.
+        child = subprocess.Popen(argv, start_new_session=True)
     except FileNotFoundError:
         _fail(f"command not found: {argv[0]}")
-    except KeyboardInterrupt:
-        return 130
+
+    def forward(signum, frame):
+        child.send_signal(signum)
+
+    # Forward SIGINT/SIGTERM and wait for the child, so this process exits normally afterwards and
+    # releases the embedded server (atexit does not run when a signal kills Python).
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    return child.wait()
 
 
 @main.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -87,3 +87,12 @@ def pair(n: int, session: str = "s1", **overrides) -> dict:
               "turn_index": n}
     record.update(overrides)
     return record
+
+
+def run_concurrently(func, times: int) -> list:
+    """Call ``func`` from ``times`` threads started together; return the results, re-raising any error."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=times) as pool:
+        futures = [pool.submit(func) for _ in range(times)]
+        return [future.result() for future in futures]

@@ -6,7 +6,7 @@ import pytest
 from dreaming_dagster.ingest.embedding import embed_pending_pairs, user_stats
 from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs
-from tests.conftest import pair, stub_embedder
+from tests.conftest import pair, run_concurrently, stub_embedder
 
 
 def rows(database, user_id=None):
@@ -122,23 +122,8 @@ def test_one_users_work_never_touches_another(database, embedder16):
 
 
 def test_concurrent_saves_of_the_same_pairs_store_each_once(database, embedder16):
-    import threading
-
     batch = [pair(i) for i in range(40)]
-    results, errors = [], []
-
-    def save():
-        try:
-            results.append(save_pairs("alice", batch, database=database, embedder=embedder16))
-        except Exception as exc:  # pragma: no cover - reported by the assertion below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=save) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    results = run_concurrently(lambda: save_pairs("alice", batch, database=database, embedder=embedder16), 4)
     assert sum(r.inserted for r in results) == 40
     assert sum(r.duplicates for r in results) == 120
     assert len(rows(database)) == 40

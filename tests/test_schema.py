@@ -1,7 +1,5 @@
 """Migrations, the recorded embedding model, and `dreaming reembed` (real Postgres)."""
 
-import threading
-
 import psycopg
 import pytest
 
@@ -16,7 +14,7 @@ from dreaming_dagster.storage.database import (
     load_migrations,
 )
 from dreaming_dagster.storage.reembed import reembed
-from tests.conftest import pair, stub_embedder
+from tests.conftest import pair, run_concurrently, stub_embedder
 
 SPEC = EmbeddingSpec("stub-embed-16", 16)
 
@@ -38,21 +36,12 @@ def test_migrations_apply_once_and_are_idempotent(database_url):
 
 
 def test_concurrent_migrations_serialise(database_url):
-    errors = []
-
     def migrate():
-        try:
-            with psycopg.connect(database_url) as conn:
-                apply_migrations(conn, SPEC)
-        except Exception as exc:  # pragma: no cover - the assertion below reports it
-            errors.append(exc)
+        with psycopg.connect(database_url) as conn:
+            return apply_migrations(conn, SPEC)
 
-    threads = [threading.Thread(target=migrate) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    applied = run_concurrently(migrate, 4)
+    assert sorted(len(versions) for versions in applied) == [0, 0, 0, len(load_migrations())]
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(load_migrations())
 

@@ -8,6 +8,7 @@ the server, so a Dagster run subprocess never stops the server the UI process is
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import warnings
@@ -20,6 +21,7 @@ from psycopg import sql
 logger = logging.getLogger(__name__)
 
 APP_DATABASE = "dreaming"
+HANDLE_LIST = ".handle_pids.json"  # pgserver's list of the processes using the server
 DAGSTER_DATABASE = "dagster"
 
 
@@ -31,8 +33,31 @@ def _server(pgdata: Path):
         import pgserver  # lazily: it pulls psutil/platformdirs and is unused with an external DSN
 
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    with pgserver.PostgresServer._lock:
+        _forget_dead_handles(pgdata)
     logger.info("starting embedded Postgres in %s", pgdata)
     return pgserver.get_server(pgdata, cleanup_mode="stop")
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop pids of processes that died without detaching (SIGKILL, or SIGTERM without atexit).
+
+    pgserver stops the server when the last process in its handle list exits; one dead pid left in the
+    list would keep the server running forever.
+    """
+    import psutil
+
+    handles = pgdata / HANDLE_LIST
+    if not handles.exists():
+        return
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        pids = []
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        logger.info("forgetting %d dead embedded-Postgres handle(s)", len(pids) - len(alive))
+        handles.write_text(json.dumps(alive))
 
 
 def _ensure_database(admin_url: str, name: str) -> None:

@@ -1,9 +1,12 @@
+import time
+
 import dagster as dg
 import psycopg
 
 from dreaming_dagster.defs.memory.jobs import dreaming_job
 from dreaming_dagster.defs.memory.partitions import users_partitions
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
+from dreaming_dagster.pending_work import pending_work_run_key
 from dreaming_dagster.sql import load_sql
 
 
@@ -12,7 +15,8 @@ from dreaming_dagster.sql import load_sql
     minimum_interval_seconds=30,  # the batch window: five messages in 30 s make one run, not five
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Finds users with pairs waiting for work (one SQL query over partial indexes), registers "
-                "new users as partitions and requests one dreaming run per user and state of work.",
+                "new users as partitions and requests one dreaming run per user and state of work (the same "
+                "work is requested again after 15 minutes if it is still pending).",
 )
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
     try:
@@ -26,9 +30,10 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
     new_users = [row["user_id"] for row in rows if row["user_id"] not in known]
     return dg.SensorResult(
         run_requests=[
-            # The run key fingerprints the pending work: a tick that sees the same work launches nothing.
+            # Same pending work, same key: launched once (and retried after a window if it stays pending).
             dg.RunRequest(partition_key=row["user_id"],
-                          run_key=f"{row['user_id']}:{row['pending']}:{row['newest_ingested_at'].isoformat()}")
+                          run_key=pending_work_run_key(row["user_id"], row["pending"], row["newest_ingested_at"],
+                                                       now=time.time()))
             for row in rows
         ],
         dynamic_partitions_requests=[users_partitions.build_add_request(new_users)] if new_users else [],

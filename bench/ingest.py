@@ -1,0 +1,159 @@
+"""Ingest + embed throughput on this machine: 2,000 LongMemEval pairs, median of 3 runs.
+
+    .venv/bin/python bench/ingest.py [--pairs 2000] [--runs 3]
+
+Each run uses a fresh database on a throwaway embedded server and measures, side by side:
+- ``ingest_embed``: save_pairs with inline embedding (validate, hash, count tokens, embed, insert);
+- ``ingest_only``: the same pairs with embedding deferred (what the hot path costs without the model);
+- ``embed_pending``: the deferred pairs embedded by the memory_pairs asset's function.
+The model is loaded and warmed before timing; its load time is reported on its own.
+Results: bench/results/ingest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
+from dreaming_dagster.ingest.embedding import embed_pending_pairs  # noqa: E402
+from dreaming_dagster.ingest.readers import (  # noqa: E402
+    LineRecord,
+    iter_longmemeval_questions,
+    longmemeval_session_records,
+)
+from dreaming_dagster.ingest.save import save_pairs  # noqa: E402
+from dreaming_dagster.storage import embedded  # noqa: E402
+from dreaming_dagster.storage.database import Database  # noqa: E402
+from dreaming_dagster.tokens import count_tokens  # noqa: E402
+
+ORACLE = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+CHUNK = 256
+
+
+def load_pairs(path: Path, limit: int) -> list[dict]:
+    records = []
+    for item in longmemeval_session_records(iter_longmemeval_questions(path)):
+        if isinstance(item, LineRecord):
+            records.append(item.raw)
+            if len(records) == limit:
+                break
+    return records
+
+
+def fresh_database(admin_url: str) -> Database:
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return Database(admin_url.replace("/postgres?", f"/{name}?", 1))
+
+
+def timed_save(database: Database, embedder, pairs: list[dict], embed: bool) -> float:
+    started = time.perf_counter()
+    for start in range(0, len(pairs), CHUNK):
+        result = save_pairs("bench-user", pairs[start:start + CHUNK], database=database, embedder=embedder,
+                            embed=embed)
+        assert not result.rejected, result.rejected[:3]
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--dataset", type=Path, default=ORACLE)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ingest.json")
+    args = parser.parse_args()
+    console = Console()
+
+    pairs = load_pairs(args.dataset, args.pairs)
+    tokens = [count_tokens(p["user_message"], p["assistant_message"]) for p in pairs]
+    embedder = LocalMiniLMEmbedder(batch_size=64)
+    started = time.perf_counter()
+    embedder.embed(["warm-up sentence"])
+    model_load_s = time.perf_counter() - started
+
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
+        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        with Progress(console=console) as progress:
+            task = progress.add_task(f"{args.runs} runs × {len(pairs)} pairs", total=args.runs * 3)
+            for _ in range(args.runs):
+                database = fresh_database(admin_url)
+                database.ensure_schema(embedder.spec)
+                ingest_embed = timed_save(database, embedder, pairs, embed=True)
+                progress.advance(task)
+                deferred = fresh_database(admin_url)
+                deferred.ensure_schema(embedder.spec)
+                ingest_only = timed_save(deferred, embedder, pairs, embed=False)
+                progress.advance(task)
+                started = time.perf_counter()
+                run = embed_pending_pairs(deferred, embedder, "bench-user", batch_size=64)
+                embed_pending = time.perf_counter() - started
+                assert run.embedded == len(pairs)
+                progress.advance(task)
+                runs.append({"ingest_embed_s": ingest_embed, "ingest_only_s": ingest_only,
+                             "embed_pending_s": embed_pending})
+
+    def summary(key: str) -> dict:
+        seconds = [r[key] for r in runs]
+        median = statistics.median(seconds)
+        return {"median_s": round(median, 3), "pairs_per_s": round(len(pairs) / median, 1),
+                "runs_s": [round(s, 3) for s in seconds]}
+
+    results = {
+        "benchmark": "ingest",
+        "command": "make bench-ingest  (.venv/bin/python bench/ingest.py)",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "dataset": str(args.dataset.name),
+        "pairs": len(pairs),
+        "tokens_per_pair_mean": round(statistics.mean(tokens), 1),
+        "tokens_per_pair_median": statistics.median(tokens),
+        "embedding_model": str(embedder.spec),
+        "embedding_batch_size": 64,
+        "save_chunk_size": CHUNK,
+        "model_load_s": round(model_load_s, 2),
+        "runs": args.runs,
+        "ingest_embed": summary("ingest_embed_s"),
+        "ingest_only": summary("ingest_only_s"),
+        "embed_pending": summary("embed_pending_s"),
+    }
+    results["embedding_share_of_ingest"] = round(
+        1 - results["ingest_only"]["median_s"] / results["ingest_embed"]["median_s"], 3)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+    table = Table(title=f"ingest: {len(pairs)} LongMemEval pairs, median of {args.runs} runs")
+    for column in ("path", "median s", "pairs/s", "runs (s)"):
+        table.add_column(column)
+    for key, label in (("ingest_embed", "save_pairs + inline embedding"),
+                       ("ingest_only", "save_pairs, embedding deferred"),
+                       ("embed_pending", "deferred embedding (memory_pairs asset)")):
+        row = results[key]
+        table.add_row(label, f"{row['median_s']:.2f}", f"{row['pairs_per_s']:.1f}",
+                      ", ".join(f"{s:.2f}" for s in row["runs_s"]))
+    console.print(table)
+    console.print(f"model load {results['model_load_s']} s · tokens/pair mean {results['tokens_per_pair_mean']} · "
+                  f"embedding is {results['embedding_share_of_ingest']:.0%} of ingest time · written {args.out}")
+
+
+if __name__ == "__main__":
+    main()
