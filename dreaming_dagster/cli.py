@@ -26,6 +26,11 @@ console = Console(stderr=True)
 CHUNK_SIZE = 256
 
 
+def wide_console() -> Console:
+    """stdout at 110+ columns, so tables stay readable when stdout is not a terminal (CI, logs)."""
+    return Console(width=max(Console().width, 110))
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console)
@@ -175,7 +180,7 @@ def stats(user_id: str) -> None:
         table.add_row(row["kg_id"], f"{row['pairs']:,}", f"{row['tokens']:,}", f"{row['sessions']:,}",
                       f"{row['pending_embedding']:,}", f"{row['pending_extraction']:,}",
                       str(row["first_occurred_at"]), str(row["last_occurred_at"]))
-    Console().print(table if rows else f"{user_id} has no memory pairs")
+    wide_console().print(table if rows else f"{user_id} has no memory pairs")
 
 
 @main.command()
@@ -207,9 +212,7 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
     from dreaming_dagster.demo import run_demo
 
     exit_on_sigterm()
-    # A fixed width keeps the summary table readable when stdout is not a terminal (CI, logs).
-    run_demo(users=users, questions_per_user=questions_per_user, dataset=dataset,
-             console=Console(width=max(Console().width, 110)))
+    run_demo(users=users, questions_per_user=questions_per_user, dataset=dataset, console=wide_console())
 
 
 def run_with_dagster_env(argv: list[str]) -> int:
