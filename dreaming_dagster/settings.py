@@ -46,19 +46,34 @@ class DreamingSettings(BaseSettings):
     embedding_batch_size: int = Field(default=64, gt=0, le=2048)
 
     # --- LLM (used by extraction, refinement and dreaming passes) ------------------------------
-    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible chat endpoint; unset = offline.")
+    llm_provider: Literal["offline", "openai"] | None = Field(
+        default=None, description="offline = deterministic, no network; openai = any OpenAI-compatible chat "
+        "endpoint. Unset: openai when DREAMING_LLM_MODEL is set, else offline.")
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible chat endpoint base URL.")
     llm_api_key: str | None = None
     llm_model: str | None = None
     llm_fallback_model: str | None = None
+    llm_attempts_per_model: int = Field(default=3, ge=1, le=10)
+    llm_backoff_seconds: float = Field(default=1.0, ge=0)
+    llm_timeout_seconds: float = Field(default=60.0, gt=0)
+
+    # --- the dreaming pipeline -------------------------------------------------------------------
+    merge_threshold: float = Field(default=0.75, gt=0, le=1,
+                                   description="cosine similarity at or above which a subject merges")
 
     @field_validator("database_url", "embedding_model", "embedding_base_url", "embedding_api_key",
-                     "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model", mode="before")
+                     "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",
+                     mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # An exported-but-empty variable (FOO=) means "not set", as it does for most tools.
         if isinstance(value, str) and not value.strip():
             return None
         return value
+
+    @property
+    def resolved_llm_provider(self) -> str:
+        return self.llm_provider or ("openai" if self.llm_model else "offline")
 
     @property
     def uses_embedded_database(self) -> bool:

@@ -1,0 +1,9 @@
+-- Stage 2 input: pairs not yet extracted, oldest first (first mention wins the canonical name later),
+-- leaving out pairs that failed too often.
+SELECT id, user_message, assistant_message, attempts
+FROM memory_pairs
+WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
+  AND extracted_at IS NULL
+  AND attempts < %(max_attempts)s
+ORDER BY occurred_at, turn_index NULLS LAST, id
+LIMIT %(limit)s;

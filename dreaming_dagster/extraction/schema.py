@@ -1,0 +1,87 @@
+"""What an extractor returns, validated with pydantic (lenient where it is safe to be)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+from dreaming_dagster.extraction.normalize import normalize_subject_name
+
+logger = logging.getLogger(__name__)
+
+MAX_SUBJECTS = 5
+# The kinds of subject extraction names. Documented in the README; unknown kinds become "other".
+SUBJECT_TYPES = ("person", "place", "organization", "project", "product", "event", "activity",
+                 "preference", "topic", "entity", "other")
+
+
+class ExtractedSubject(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=2000)
+    type: str = "other"
+
+    @field_validator("name", mode="after")
+    @classmethod
+    def _canonical_name(cls, value: str) -> str:
+        normalized = normalize_subject_name(value)
+        if not normalized:
+            raise ValueError(f"subject name {value!r} has no content")
+        return normalized
+
+    @field_validator("description", mode="before")
+    @classmethod
+    def _description_text(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _known_type(cls, value: Any) -> str:
+        text = str(value or "other").strip().lower()
+        return text if text in SUBJECT_TYPES else "other"
+
+
+class Extraction(BaseModel):
+    summary: str = Field(default="", max_length=2000)
+    subjects: list[ExtractedSubject] = Field(default_factory=list)
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _summary_text(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @field_validator("subjects", mode="before")
+    @classmethod
+    def _at_most_five(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, list) and len(value) > MAX_SUBJECTS:
+            # Models sometimes overshoot; keep their first (most salient) five rather than fail the pair.
+            logger.info("extraction returned %d subjects; keeping the first %d", len(value), MAX_SUBJECTS)
+            return value[:MAX_SUBJECTS]
+        return value
+
+    @field_validator("subjects", mode="after")
+    @classmethod
+    def _unique_names(cls, subjects: list[ExtractedSubject]) -> list[ExtractedSubject]:
+        seen, unique = set(), []
+        for subject in subjects:
+            if subject.name.lower() not in seen:
+                seen.add(subject.name.lower())
+                unique.append(subject)
+        return unique
+
+    def as_json(self) -> list[dict]:
+        return [subject.model_dump() for subject in self.subjects]
+
+
+def json_schema() -> dict:
+    """The JSON schema sent as ``response_format`` (strict mode wants every property required)."""
+    subject = {"type": "object", "additionalProperties": False, "required": ["name", "description", "type"],
+               "properties": {"name": {"type": "string", "description": "2-5 word canonical name"},
+                              "description": {"type": "string", "description": "what the pair says about it"},
+                              "type": {"type": "string", "enum": list(SUBJECT_TYPES)}}}
+    return {"type": "object", "additionalProperties": False, "required": ["summary", "subjects"],
+            "properties": {"summary": {"type": "string"},
+                           "subjects": {"type": "array", "maxItems": MAX_SUBJECTS, "items": subject}}}

@@ -1,0 +1,307 @@
+"""The dreaming stages over Postgres, one function each, for one user's knowledge graph.
+
+Each stage selects the rows whose previous checkpoint is set and whose own is NULL, and writes each
+pair's result together with its checkpoint in one transaction. So every stage is restartable from the
+database: a killed run leaves whole pairs done or not done, and re-running never duplicates. Callers
+hold :func:`user_graph_lock` so nothing writes one user's graph concurrently.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from dreaming_dagster.embeddings import Embedder, subject_embedding_text
+from dreaming_dagster.extraction.providers import Extractor
+from dreaming_dagster.graph.merging import (
+    DEFAULT_THRESHOLD,
+    Candidate,
+    append_description,
+    choose_merge_target,
+)
+from dreaming_dagster.refinement import Refiner
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+
+logger = logging.getLogger(__name__)
+MAX_EXTRACTION_ATTEMPTS = 8
+
+
+@contextmanager
+def user_graph_lock(database: Database, user_id: str, kg_id: str) -> Iterator[None]:
+    """Hold the Postgres advisory lock of (user, kg) for the duration: one writer per graph, across
+    Dagster runs, the fast path and any process."""
+    with database.connect(vectors=False) as conn:
+        key = f"dreaming-graph\x1f{user_id}\x1f{kg_id}"
+        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+
+def user_kgs(database: Database, user_id: str) -> list[str]:
+    with database.connect(vectors=False) as conn:
+        return [row["kg_id"] for row in conn.execute(load_sql("graph/user_kgs"), {"user_id": user_id})]
+
+
+# ------------------------------------------------------------------------------------------ extraction
+@dataclass
+class ExtractionStats:
+    pairs: int = 0
+    with_subjects: int = 0
+    empty: int = 0
+    subjects: int = 0
+    failures: int = 0
+    last_error: str | None = None
+
+
+def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_id: str, *,
+                    batch_size: int = 100, max_attempts: int = MAX_EXTRACTION_ATTEMPTS) -> ExtractionStats:
+    """Stage 2: a summary and 0–5 subjects per pending pair. Failures are recorded per pair (attempts,
+    last_error) and retried on later runs; they never block other pairs."""
+    stats = ExtractionStats()
+    failed_now: set = set()
+    while True:
+        with database.connect() as conn:
+            rows = [row for row in conn.execute(load_sql("graph/pending_extraction_batch"), {
+                "user_id": user_id, "kg_id": kg_id, "max_attempts": max_attempts,
+                "limit": batch_size + len(failed_now)}).fetchall() if row["id"] not in failed_now][:batch_size]
+        if not rows:
+            return stats
+        results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows])
+        with database.connect() as conn, conn.transaction():
+            for row, result in zip(rows, results, strict=True):
+                if isinstance(result, Exception):
+                    stats.failures += 1
+                    stats.last_error = f"{type(result).__name__}: {result}"
+                    failed_now.add(row["id"])  # retried on a later run, not again in this one
+                    conn.execute(load_sql("graph/record_extraction_failure"),
+                                 {"id": row["id"], "user_id": user_id, "error": stats.last_error})
+                    continue
+                conn.execute(load_sql("graph/record_extraction"), {
+                    "id": row["id"], "user_id": user_id, "summary": result.summary,
+                    "extracted_subjects": Jsonb(result.as_json())})
+                stats.pairs += 1
+                stats.subjects += len(result.subjects)
+                if result.subjects:
+                    stats.with_subjects += 1
+                else:
+                    stats.empty += 1
+
+
+# ------------------------------------------------------------------------------------------------ merge
+@dataclass
+class MergeStats:
+    pairs: int = 0
+    created: int = 0
+    merged: int = 0
+    reused: int = 0  # already merged by an earlier, interrupted or janitor-reset run
+
+    @property
+    def merge_ratio(self) -> float:
+        decided = self.created + self.merged
+        return round(self.merged / decided, 3) if decided else 0.0
+
+
+def _merge_pair(conn: psycopg.Connection, pair: dict, vectors: dict[str, object], user_id: str, kg_id: str,
+                threshold: float, stats: MergeStats) -> None:
+    subjects = list(pair["extracted_subjects"] or [])
+    reinforced: set[str] = set()  # a pair reinforces a subject once, however many of its names land there
+    for subject in subjects:
+        known_id = subject.get("subject_id")
+        if known_id and conn.execute(load_sql("graph/live_subject"),
+                                     {"id": known_id, "user_id": user_id, "kg_id": kg_id}).fetchone():
+            stats.reused += 1
+            continue
+        embedding = vectors[subject["name"]]
+        candidates = [Candidate(str(row["id"]), row["subject_text"], float(row["similarity"]))
+                      for row in conn.execute(load_sql("graph/similar_subjects"), {
+                          "user_id": user_id, "kg_id": kg_id, "embedding": embedding, "threshold": threshold})]
+        target = choose_merge_target(candidates, threshold)
+        if target is None:
+            row = conn.execute(load_sql("graph/insert_subject"), {
+                "user_id": user_id, "kg_id": kg_id, "subject_text": subject["name"],
+                "description_text": subject.get("description", ""), "subject_type": subject.get("type", "other"),
+                "embedding": embedding, "seen_at": pair["occurred_at"]}).fetchone()
+            subject_id = str(row["id"])
+            if row["inserted"]:
+                stats.created += 1
+            else:  # the exact-string guard caught a duplicate name: treat it as a merge
+                if subject_id not in reinforced:
+                    _reinforce(conn, subject_id, row["description_text"], subject, pair, user_id, kg_id)
+                stats.merged += 1
+        else:
+            subject_id = target.subject_id
+            if subject_id not in reinforced:
+                existing = conn.execute(load_sql("graph/live_subject"),
+                                        {"id": subject_id, "user_id": user_id, "kg_id": kg_id}).fetchone()
+                _reinforce(conn, subject_id, existing["description_text"], subject, pair, user_id, kg_id)
+            stats.merged += 1
+        reinforced.add(subject_id)
+        subject["subject_id"] = subject_id
+    conn.execute(load_sql("graph/record_merge"), {"id": pair["id"], "user_id": user_id,
+                                                  "extracted_subjects": Jsonb(subjects)})
+    stats.pairs += 1
+
+
+def _reinforce(conn, subject_id, description: str, subject: dict, pair: dict, user_id: str, kg_id: str) -> None:
+    conn.execute(load_sql("graph/merge_into_subject"), {
+        "id": subject_id, "user_id": user_id, "kg_id": kg_id, "seen_at": pair["occurred_at"],
+        "description_text": append_description(description, subject.get("description", ""))})
+
+
+def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str, *,
+                  threshold: float = DEFAULT_THRESHOLD, batch_size: int = 30) -> MergeStats:
+    """Stage 3: merge each extracted subject into the graph (top-5 cosine ≥ threshold) or insert it.
+
+    Pairs are handled oldest first, one transaction each, so a later pair sees the subjects an earlier
+    one created. Subject names are embedded once per batch.
+    """
+    stats = MergeStats()
+    database.ensure_schema(embedder.spec)
+    while True:
+        with database.connect() as conn:
+            pairs = conn.execute(load_sql("graph/pending_merge_batch"),
+                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}).fetchall()
+        if not pairs:
+            return stats
+        names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
+        vectors = dict(zip(names, embedder.embed([subject_embedding_text(n) for n in names]), strict=True))
+        with database.connect() as conn:
+            for pair in pairs:
+                with conn.transaction():
+                    _merge_pair(conn, pair, vectors, user_id, kg_id, threshold, stats)
+
+
+# ------------------------------------------------------------------------------------------------- link
+@dataclass
+class LinkStats:
+    pairs: int = 0
+    links: int = 0
+    janitor_reset: int = 0
+
+
+def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str, *,
+                 threshold: float = DEFAULT_THRESHOLD, batch_size: int = 300) -> LinkStats:
+    """Stage 4: one junction row per (subject, pair), checkpoint in the same transaction.
+
+    First the janitor: pairs marked stored with zero links although extraction found subjects get their
+    merge/link checkpoints reset and are merged again here, before linking.
+    """
+    stats = LinkStats()
+    with database.connect() as conn:
+        stats.janitor_reset = len(conn.execute(load_sql("graph/janitor_reset"),
+                                               {"user_id": user_id, "kg_id": kg_id}).fetchall())
+    if stats.janitor_reset:
+        logger.warning("janitor reset %d stored pair(s) without links for %s/%s", stats.janitor_reset,
+                       user_id, kg_id)
+        merge_pending(database, embedder, user_id, kg_id, threshold=threshold)
+    while True:
+        with database.connect() as conn:
+            pairs = conn.execute(load_sql("graph/pending_link_batch"),
+                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}).fetchall()
+            if not pairs:
+                return stats
+            for pair in pairs:
+                subject_ids = sorted({s["subject_id"] for s in (pair["extracted_subjects"] or [])
+                                      if s.get("subject_id")})
+                with conn.transaction():
+                    if subject_ids:
+                        cursor = conn.execute(load_sql("graph/insert_links"), {
+                            "pair_id": pair["id"], "subject_ids": subject_ids, "user_id": user_id,
+                            "kg_id": kg_id})
+                        stats.links += cursor.rowcount
+                        conn.execute(load_sql("graph/mark_key_subjects"),
+                                     {"subject_ids": subject_ids, "user_id": user_id})
+                    conn.execute(load_sql("graph/record_link"), {"id": pair["id"], "user_id": user_id})
+                stats.pairs += 1
+
+
+# ------------------------------------------------------------------------------------------- refinement
+@dataclass
+class RefineStats:
+    refined: int = 0
+    renamed: int = 0
+    name_kept_on_conflict: int = 0
+    failures: int = 0
+    last_error: str | None = None
+
+
+def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, user_id: str, kg_id: str, *,
+                   batch_size: int = 50) -> RefineStats:
+    """Stage 5: subjects whose description holds " | " get a clean name and narrative, re-embedded so
+    later merges compare against the consolidated subject."""
+    stats = RefineStats()
+    failed: set = set()
+    while True:
+        with database.connect() as conn:
+            rows = [row for row in conn.execute(load_sql("graph/pending_refinement_batch"), {
+                "user_id": user_id, "kg_id": kg_id, "limit": batch_size + len(failed)}).fetchall()
+                if row["id"] not in failed][:batch_size]
+        if not rows:
+            return stats
+        results = refiner.refine_many([(row["subject_text"], row["description_text"]) for row in rows])
+        done = [(row, result) for row, result in zip(rows, results, strict=True)
+                if not isinstance(result, Exception)]
+        for row, result in zip(rows, results, strict=True):
+            if isinstance(result, Exception):
+                stats.failures += 1
+                stats.last_error = f"{type(result).__name__}: {result}"
+                failed.add(row["id"])
+        vectors = embedder.embed([subject_embedding_text(result.name) for _, result in done]) if done else []
+        with database.connect() as conn:
+            for (row, result), vector in zip(done, vectors, strict=True):
+                with conn.transaction():
+                    name = result.name
+                    if name != row["subject_text"] and conn.execute(load_sql("graph/name_taken"), {
+                            "user_id": user_id, "kg_id": kg_id, "subject_text": name, "id": row["id"]}).fetchone():
+                        # Another live subject already has that name; keep ours (dream passes merge them).
+                        name = row["subject_text"]
+                        stats.name_kept_on_conflict += 1
+                    conn.execute(load_sql("graph/apply_refinement"), {
+                        "id": row["id"], "user_id": user_id, "kg_id": kg_id, "subject_text": name,
+                        "description_text": result.narrative, "embedding": vector})
+                stats.refined += 1
+                stats.renamed += int(name != row["subject_text"])
+
+
+# ------------------------------------------------------------------------------------------------ rebuild
+def clear_user_graph(database: Database, user_id: str, kg_id: str) -> None:
+    """Delete the user's subjects (links cascade) and reset every pair's stage checkpoints."""
+    with database.connect() as conn, conn.transaction():
+        conn.execute(load_sql("graph/clear_user_graph"), {"user_id": user_id, "kg_id": kg_id})
+
+
+def graph_stats(database: Database, user_id: str) -> dict:
+    with database.connect(vectors=False) as conn:
+        return dict(conn.execute(load_sql("graph/graph_stats"), {"user_id": user_id}).fetchone())
+
+
+def top_subjects(database: Database, user_id: str, limit: int = 10) -> list[dict]:
+    with database.connect(vectors=False) as conn:
+        return conn.execute(load_sql("graph/top_subjects"), {"user_id": user_id, "limit": limit}).fetchall()
+
+
+def timed(func: Callable, *args, **kwargs) -> tuple[object, float]:
+    started = time.perf_counter()
+    result = func(*args, **kwargs)
+    return result, time.perf_counter() - started
+
+
+def stats_dict(stats) -> dict:
+    data = asdict(stats)
+    if isinstance(stats, MergeStats):
+        data["merge_ratio"] = stats.merge_ratio
+    return data
+
+
+__all__ = ["ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
+           "graph_stats", "link_pending", "merge_pending", "refine_pending", "stats_dict",
+           "top_subjects", "user_graph_lock", "user_kgs"]

@@ -1,0 +1,104 @@
+"""Refinement providers: turn a " | " junk-drawer description into a 2–5 word name and a 1–3 sentence
+narrative. ``openai`` asks the LLM (15 calls in flight); ``offline`` synthesises deterministically."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field, field_validator
+
+from dreaming_dagster.extraction.normalize import normalize_subject_name
+from dreaming_dagster.graph.merging import description_fragments
+from dreaming_dagster.llm.client import JSONChatClient
+from dreaming_dagster.prompts import load_prompt
+
+MAX_NAME_WORDS = 5
+
+
+class Refinement(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    narrative: str = Field(min_length=1, max_length=2000)
+
+    @field_validator("name", mode="after")
+    @classmethod
+    def _short_canonical_name(cls, value: str) -> str:
+        words = normalize_subject_name(value).split(" ")
+        name = " ".join(words[:MAX_NAME_WORDS]).strip()
+        if not name:
+            raise ValueError(f"refined name {value!r} has no content")
+        return name
+
+    @field_validator("narrative", mode="before")
+    @classmethod
+    def _no_separator(cls, value: Any) -> Any:
+        # A narrative must not look like a junk drawer again, or it would be refined forever.
+        return str(value).replace(" | ", "; ") if value is not None else value
+
+
+class Refiner(Protocol):
+    provider: str
+
+    def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
+        """One result per (name, description)."""
+        ...
+
+
+def _sentence(text: str, limit: int = 220) -> str:
+    text = re.sub(r"\s+", " ", text).strip()[:limit].rstrip(" ,;:")
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+class OfflineRefiner:
+    """Deterministic synthesis: the canonical name, and a narrative of the first and latest mentions."""
+
+    provider = "offline"
+
+    def refine(self, name: str, description: str) -> Refinement:
+        fragments = description_fragments(description)
+        if len(fragments) <= 1:
+            narrative = _sentence(fragments[0] if fragments else name)
+        elif len(fragments) == 2:
+            narrative = f"{_sentence(fragments[0])} Later: {_sentence(fragments[1])}"
+        else:
+            narrative = (f"Came up in {len(fragments)} conversations. First: {_sentence(fragments[0])} "
+                         f"Most recently: {_sentence(fragments[-1])}")
+        return Refinement(name=name, narrative=narrative)
+
+    def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
+        results: list[Refinement | Exception] = []
+        for name, description in subjects:
+            try:
+                results.append(self.refine(name, description))
+            except Exception as exc:  # per subject, never the whole batch
+                results.append(exc)
+        return results
+
+
+def refinement_schema() -> dict:
+    return {"type": "object", "additionalProperties": False, "required": ["name", "narrative"],
+            "properties": {"name": {"type": "string"}, "narrative": {"type": "string"}}}
+
+
+class OpenAIRefiner:
+    provider = "openai"
+
+    def __init__(self, client: JSONChatClient, max_in_flight: int = 15):
+        self.client, self.max_in_flight = client, max_in_flight
+
+    def refine(self, name: str, description: str) -> Refinement:
+        messages = [{"role": "system", "content": load_prompt("refinement")},
+                    {"role": "user", "content": f"Current name: {name}\nDescriptions: {description[:12000]}"}]
+        return self.client.ask(messages, Refinement, "subject_refinement", refinement_schema())
+
+    def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
+        def run(subject: tuple[str, str]) -> Refinement | Exception:
+            try:
+                return self.refine(*subject)
+            except Exception as exc:  # per subject
+                return exc
+
+        with ThreadPoolExecutor(max_workers=self.max_in_flight) as pool:
+            return list(pool.map(run, subjects))
