@@ -184,6 +184,27 @@ def stats(user_id: str) -> None:
 
 
 @main.command()
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default=None, help="Only this knowledge graph (default: all of the user's).")
+def sync(user_id: str, kg_id: str | None) -> None:
+    """The fast path: run every dreaming stage for USER now, in this process (no Dagster run)."""
+    from dreaming_dagster.graph.stages import graph_stats
+    from dreaming_dagster.graph.sync import sync_user
+
+    exit_on_sigterm()
+    try:
+        result = sync_user(user_id, kg_id=kg_id)
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    graph = graph_stats(default_database(), user_id)
+    click.echo(f"{user_id}: embedded {result.embedded} · extracted {result.extraction.get('pairs', 0)} "
+               f"(failed {result.extraction.get('failures', 0)}) · subjects created {result.merge.get('created', 0)}, "
+               f"merged {result.merge.get('merged', 0)} · links {result.links.get('links', 0)} · refined "
+               f"{result.refinement.get('refined', 0)} · {result.seconds} s")
+    click.echo(f"graph: {graph['subjects']} subjects, {graph['links']} links over {graph['pairs']} pairs")
+
+
+@main.command()
 @click.option("--force", is_flag=True, help="Re-embed even when the model has not changed.")
 def reembed(force: bool) -> None:
     """Re-embed every pair and subject with the configured embedder (after switching models)."""

@@ -70,6 +70,7 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     from dreaming_dagster.dagster_env import configure_dagster_environment
     from dreaming_dagster.definitions import defs as load_defs
     from dreaming_dagster.defs.memory.partitions import users_partitions
+    from dreaming_dagster.graph.stages import graph_stats, top_subjects
     from dreaming_dagster.ingest.embedding import user_stats
     from dreaming_dagster.ingest.save import save_pairs
     from dreaming_dagster.runtime import default_database, default_settings
@@ -108,7 +109,7 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
         runs = {}
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:
-            task = progress.add_task("dreaming_job per user", total=len(demo_users))
+            task = progress.add_task("dreaming_job per user (all stages)", total=len(demo_users))
             for user in demo_users:
                 result = job.execute_in_process(
                     partition_key=user.user_id, instance=instance, tags={"dreaming/source": "demo"},
@@ -121,26 +122,34 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     dagster_seconds = time.perf_counter() - dagster_started
 
     database = default_database()
-    table = Table(title="dreaming demo: memory per user")
-    for column in ("user", "questions", "pairs", "new", "tokens", "sessions", "unembedded", "run"):
-        table.add_column(column, justify="left" if column in ("user", "run") else "right", no_wrap=True)
-    totals = {"users": len(demo_users), "pairs": 0, "tokens": 0, "sessions": 0, "pending_embedding": 0}
+    table = Table(title="dreaming demo: each user's memory and subject graph")
+    for column in ("user", "pairs", "tokens", "sessions", "subjects", "links", "top subject (linked pairs)", "run"):
+        table.add_column(column, justify="right" if column in ("pairs", "tokens", "sessions", "subjects", "links")
+                         else "left", no_wrap=column != "top subject (linked pairs)")
+    totals = {"users": len(demo_users), "pairs": 0, "tokens": 0, "sessions": 0, "pending_embedding": 0,
+              "subjects": 0, "links": 0}
     for user in demo_users:
         stats = user_stats(database, user.user_id)
+        graph = graph_stats(database, user.user_id)
+        top = top_subjects(database, user.user_id, limit=1)
         pairs, tokens = sum(r["pairs"] for r in stats), sum(r["tokens"] for r in stats)
-        sessions, pending = sum(r["sessions"] for r in stats), sum(r["pending_embedding"] for r in stats)
+        sessions = sum(r["sessions"] for r in stats)
         totals["pairs"] += pairs
         totals["tokens"] += tokens
         totals["sessions"] += sessions
-        totals["pending_embedding"] += pending
-        table.add_row(user.user_id, str(len(user.question_ids)), f"{pairs:,}", f"{ingested[user.user_id][0]:,}",
-                      f"{tokens:,}", f"{sessions:,}", f"{pending:,}", runs[user.user_id][:8])
+        totals["pending_embedding"] += sum(r["pending_embedding"] for r in stats)
+        totals["subjects"] += graph["subjects"]
+        totals["links"] += graph["links"]
+        top_text = f"{top[0]['subject_text']} ({top[0]['linked_pairs']})" if top else "–"
+        table.add_row(user.user_id, f"{pairs:,}", f"{tokens:,}", f"{sessions:,}", f"{graph['subjects']:,}",
+                      f"{graph['links']:,}", top_text, runs[user.user_id][:8])
     totals.update(ingest_seconds=round(ingest_seconds, 1), dagster_seconds=round(dagster_seconds, 1),
                   total_seconds=round(time.perf_counter() - started, 1))
     console.print(table)
     console.print(
-        f"[bold]{totals['users']} users · {totals['pairs']:,} pairs · {totals['tokens']:,} tokens[/] · "
-        f"ingest {totals['ingest_seconds']} s · Dagster (embedding) {totals['dagster_seconds']} s · "
-        f"total {totals['total_seconds']} s. See the runs with `make ui`."
+        f"[bold]{totals['users']} users · {totals['pairs']:,} pairs · {totals['tokens']:,} tokens · "
+        f"{totals['subjects']:,} subjects · {totals['links']:,} links[/] · ingest {totals['ingest_seconds']} s · "
+        f"dreaming through Dagster {totals['dagster_seconds']} s · total {totals['total_seconds']} s. "
+        "Explore the graph and the runs with `make ui`."
     )
     return totals

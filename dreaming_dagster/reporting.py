@@ -25,3 +25,15 @@ def user_stats_markdown(user_id: str, stats: Sequence[dict]) -> str:
             f"{_day(row['first_occurred_at'])} → {_day(row['last_occurred_at'])} |"
         )
     return "\n".join(lines)
+
+
+def top_subjects_markdown(user_id: str, rows: Sequence[dict]) -> str:
+    if not rows:
+        return f"User `{user_id}` has no subjects yet."
+    lines = [f"### Top subjects of `{user_id}` by linked pairs", "",
+             "| subject | type | linked pairs | reinforced | refined |", "|---|---|---:|---:|---|"]
+    for row in rows:
+        name = str(row["subject_text"]).replace("|", "\\|")
+        lines.append(f"| {name} | {row['subject_type']} | {row['linked_pairs']} | "
+                     f"{row['reinforcement_count']} | {'yes' if row['refined'] else ''} |")
+    return "\n".join(lines)

@@ -51,9 +51,16 @@ def local_embedder() -> LocalMiniLMEmbedder:
 
 
 @pytest.fixture(scope="session")
-def openai_stub():
+def openai_stub_server():
     with OpenAIStub() as stub:
         yield stub
+
+
+@pytest.fixture
+def openai_stub(openai_stub_server):
+    openai_stub_server.reset()
+    yield openai_stub_server
+    openai_stub_server.reset()
 
 
 def stub_embedder(stub: OpenAIStub, dimension: int, batch_size: int = 16) -> OpenAICompatibleEmbedder:

@@ -1,4 +1,5 @@
-"""A local HTTP server that speaks the OpenAI embeddings protocol, for testing the real openai client.
+"""A local HTTP server that speaks the OpenAI embeddings and chat-completions protocols, for testing the
+real openai client.
 
 Vectors are deterministic functions of the text (so equal texts embed equally). The model name sets the
 dimension (``stub-embed-16`` → 16-d). Any input containing ``POISON`` makes the request fail with HTTP
@@ -7,10 +8,13 @@ dimension (``stub-embed-16`` → 16-d). Any input containing ``POISON`` makes th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -25,6 +29,11 @@ class OpenAIStub:
     def __init__(self) -> None:
         self.fail_all = False
         self.requests: list[dict] = []
+        # Chat completions are scripted per model: a list of steps consumed in order, the last one repeating.
+        # A step is ("reply", text) | ("status", code) | ("sleep", seconds) | ("reject_schema", None).
+        self.chat_script: dict[str, list[tuple]] = {}
+        self.default_chat_reply: Callable[[dict], str] | None = None
+        self._lock = threading.Lock()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -37,11 +46,14 @@ class OpenAIStub:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                with contextlib.suppress(BrokenPipeError):  # the client gave up (a timeout test)
+                    self.wfile.write(payload)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 stub.requests.append({"path": self.path, "body": body})
+                if self.path.endswith("/chat/completions"):
+                    return self._chat(body)
                 if not self.path.endswith("/embeddings"):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 inputs = body.get("input")
@@ -57,8 +69,45 @@ class OpenAIStub:
                     "usage": {"prompt_tokens": 0, "total_tokens": 0},
                 })
 
+            def _chat(self, body: dict):
+                model = body.get("model", "")
+                step = stub.next_step(model)
+                kind, value = step if step else ("reply", None)
+                if kind == "sleep":
+                    time.sleep(value)
+                    kind, value = "reply", None
+                if kind == "status":
+                    return self._send(value, {"error": {"message": f"stub status {value}"}})
+                if kind == "reject_schema" and body.get("response_format", {}).get("type") == "json_schema":
+                    return self._send(400, {"error": {"message": "response_format json_schema unsupported"}})
+                if value is None or kind == "reject_schema":
+                    value = stub.default_chat_reply(body) if stub.default_chat_reply else '{"summary": "", "subjects": []}'
+                self._send(200, {
+                    "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": value}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                })
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def next_step(self, model: str) -> tuple | None:
+        with self._lock:
+            steps = self.chat_script.get(model)
+            if not steps:
+                return None
+            return steps.pop(0) if len(steps) > 1 else steps[0]
+
+    def chat_calls(self, model: str | None = None) -> list[dict]:
+        return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")
+                and (model is None or r["body"].get("model") == model)]
+
+    def reset(self) -> None:
+        self.fail_all = False
+        self.requests.clear()
+        self.chat_script.clear()
+        self.default_chat_reply = None
 
     @property
     def base_url(self) -> str:

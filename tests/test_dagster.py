@@ -13,9 +13,13 @@ from dreaming_dagster.definitions import defs as load_defs
 from dreaming_dagster.defs.memory.assets import memory_pairs
 from dreaming_dagster.defs.memory.partitions import users_partitions
 from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor
-from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource
+from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.graph import stages
+from dreaming_dagster.graph.sync import sync_user
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.refinement import OfflineRefiner
 from tests.conftest import PROJECT_ROOT, pair
 
 BIN = Path(sys.executable).parent
@@ -27,6 +31,7 @@ def resources(database_url, openai_stub):
         "dreaming_db": DreamingDatabaseResource(database_url=database_url),
         "embedder": EmbedderResource(provider="openai", model="stub-embed-16", base_url=openai_stub.base_url,
                                      api_key="test", dimensions=16),
+        "llm": LLMResource(provider="offline"),
     }
 
 
@@ -45,7 +50,16 @@ def test_definitions_shape():
     assert job.partitions_def.name == "users"
     sensor = definitions.resolve_sensor_def("pending_pairs_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    assert {"dreaming_db", "embedder"} <= set(definitions.resources)
+    assert {"dreaming_db", "embedder", "llm"} <= set(definitions.resources)
+    graph = definitions.resolve_asset_graph()
+    stage_keys = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
+    for upstream, downstream in zip(stage_keys, stage_keys[1:], strict=False):
+        node = graph.get(dg.AssetKey(downstream))
+        assert node.parent_keys == {dg.AssetKey(upstream)}, downstream
+        assert node.group_name == "dreaming" and node.partitions_def.name == "users" and node.description
+    assert {c.name for c in graph.asset_check_keys} >= {"all_pairs_embedded", "no_duplicate_subjects",
+                                                        "no_mega_node", "no_orphan_pairs"}
+    assert definitions.resolve_job_def("rebuild_user_graph") is not None
 
 
 def test_materialize_a_user_partition(database_url, resources, database, embedder16):
@@ -94,6 +108,10 @@ def test_pending_pairs_sensor(database, resources, embedder16):
         assert repeat.dynamic_partitions_requests == []  # known users are not added twice
 
         embed_pending_pairs(database, embedder16, "alice")
+        still = evaluate_sensor(instance, resources)  # embedded, but not dreamed yet: still pending
+        assert sorted(r.partition_key for r in still.run_requests) == ["alice", "bob"]
+        sync_user("alice", database=database, embedder=embedder16, extractor=OfflineExtractor(),
+                  refiner=OfflineRefiner())
         later = evaluate_sensor(instance, resources)
         assert [r.partition_key for r in later.run_requests] == ["bob"]
 
@@ -110,3 +128,31 @@ def _run_under_dagster_env(command: list[str], database_url: str, tmp_path: Path
 def test_dagster_validation_commands_pass(command, database_url, tmp_path):
     completed = _run_under_dagster_env([str(BIN / command[0]), *command[1:]], database_url, tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder16):
+    save_pairs("alice", [pair(i, user_message=f"I visited Lisbon with my sister Dana, trip {i}")
+                         for i in range(6)], database=database, embedder=embedder16, embed=False)
+    loaded = load_defs()  # the project's assets and jobs, bound to the test's resources
+    definitions = dg.Definitions(assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
+                                 resources=resources)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("users", ["alice"])
+        result = definitions.resolve_job_def("dreaming_job").execute_in_process(
+            partition_key="alice", instance=instance)
+        assert result.success
+        by_asset = {name: {k: v.value for k, v in result.asset_materializations_for_node(name)[0].metadata.items()}
+                    for name in ("pair_subjects", "subjects", "subject_links", "refined_subjects")}
+        assert by_asset["pair_subjects"]["pairs"] == 6 and by_asset["pair_subjects"]["provider"] == "offline"
+        assert by_asset["subjects"]["created"] >= 1 and "merge_ratio" in by_asset["subjects"]
+        assert by_asset["subject_links"]["links"] >= 6 and "Top subjects" in by_asset["subject_links"]["top_subjects"]
+        assert all(check.passed for check in result.get_asset_check_evaluations())
+        before = stages.graph_stats(database, "alice")
+
+        rebuild = definitions.resolve_job_def("rebuild_user_graph").execute_in_process(
+            partition_key="alice", instance=instance)
+        assert rebuild.success
+        (rebuilt,) = rebuild.asset_materializations_for_node("pair_subjects")
+        assert rebuilt.metadata["rebuilt"].value is True
+        assert rebuilt.metadata["pairs"].value == 6  # every pair extracted again
+        assert stages.graph_stats(database, "alice") == before

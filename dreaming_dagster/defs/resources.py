@@ -13,6 +13,9 @@ import dagster as dg
 from pydantic import PrivateAttr
 
 from dreaming_dagster.embeddings import Embedder, embedder_from_settings
+from dreaming_dagster.extraction.providers import Extractor
+from dreaming_dagster.llm.factory import extractor_from_settings, refiner_from_settings
+from dreaming_dagster.refinement import Refiner
 from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.storage.database import Database
 
@@ -57,6 +60,27 @@ class EmbedderResource(dg.ConfigurableResource):
         return embedder_from_settings(self.settings())
 
 
+class LLMResource(dg.ConfigurableResource):
+    """The chat model behind extraction and refinement: an OpenAI-compatible endpoint, or offline."""
+
+    provider: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    fallback_model: str | None = None
+
+    def settings(self) -> DreamingSettings:
+        return _overlay({"llm_provider": self.provider, "llm_base_url": self.base_url,
+                         "llm_api_key": self.api_key, "llm_model": self.model,
+                         "llm_fallback_model": self.fallback_model})
+
+    def extractor(self) -> Extractor:
+        return extractor_from_settings(self.settings())
+
+    def refiner(self) -> Refiner:
+        return refiner_from_settings(self.settings())
+
+
 def _env(name: str, *, as_int: bool = False):
     if not os.environ.get(name):
         return None
@@ -72,6 +96,10 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
             base_url=_env("DREAMING_EMBEDDING_BASE_URL"), api_key=_env("DREAMING_EMBEDDING_API_KEY"),
             dimensions=_env("DREAMING_EMBEDDING_DIMENSIONS", as_int=True),
             batch_size=_env("DREAMING_EMBEDDING_BATCH_SIZE", as_int=True)),
+        "llm": LLMResource(
+            provider=_env("DREAMING_LLM_PROVIDER"), base_url=_env("DREAMING_LLM_BASE_URL"),
+            api_key=_env("DREAMING_LLM_API_KEY"), model=_env("DREAMING_LLM_MODEL"),
+            fallback_model=_env("DREAMING_LLM_FALLBACK_MODEL")),
     }
 
 

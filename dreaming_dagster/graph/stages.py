@@ -275,8 +275,10 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
 # ------------------------------------------------------------------------------------------------ rebuild
 def clear_user_graph(database: Database, user_id: str, kg_id: str) -> None:
     """Delete the user's subjects (links cascade) and reset every pair's stage checkpoints."""
+    params = {"user_id": user_id, "kg_id": kg_id}
     with database.connect() as conn, conn.transaction():
-        conn.execute(load_sql("graph/clear_user_graph"), {"user_id": user_id, "kg_id": kg_id})
+        conn.execute(load_sql("graph/delete_user_subjects"), params)
+        conn.execute(load_sql("graph/reset_user_checkpoints"), params)
 
 
 def graph_stats(database: Database, user_id: str) -> dict:
@@ -295,6 +297,17 @@ def timed(func: Callable, *args, **kwargs) -> tuple[object, float]:
     return result, time.perf_counter() - started
 
 
+def accumulate(total: dict, stats) -> None:
+    """Add a stage's counts into ``total`` (summing numbers, keeping the latest error text)."""
+    for key, value in stats_dict(stats).items():
+        if key == "merge_ratio":
+            continue  # a ratio does not sum; callers recompute it from the totals
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            total[key] = total.get(key, 0) + value
+        elif value is not None:
+            total[key] = value
+
+
 def stats_dict(stats) -> dict:
     data = asdict(stats)
     if isinstance(stats, MergeStats):
@@ -302,6 +315,6 @@ def stats_dict(stats) -> dict:
     return data
 
 
-__all__ = ["ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
+__all__ = ["accumulate", "ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
            "graph_stats", "link_pending", "merge_pending", "refine_pending", "stats_dict",
            "top_subjects", "user_graph_lock", "user_kgs"]

@@ -29,16 +29,6 @@ class SyncResult:
     seconds: float = 0.0
 
 
-def _add(total: dict, stats) -> None:
-    for key, value in stages.stats_dict(stats).items():
-        if key == "merge_ratio":
-            continue  # recomputed from the totals
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            total[key] = total.get(key, 0) + value
-        elif value is not None:
-            total[key] = value
-
-
 def sync_user(user_id: str, *, database: Database | None = None, embedder: Embedder | None = None,
               extractor: Extractor | None = None, refiner: Refiner | None = None,
               kg_id: str | None = None, threshold: float | None = None) -> SyncResult:
@@ -60,10 +50,10 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     for kg in kgs:
         with stages.user_graph_lock(database, user_id, kg):
             result.embedded += embed_pending_pairs(database, embedder, user_id).embedded
-            _add(result.extraction, stages.extract_pending(database, extractor, user_id, kg))
-            _add(result.merge, stages.merge_pending(database, embedder, user_id, kg, threshold=threshold))
-            _add(result.links, stages.link_pending(database, embedder, user_id, kg, threshold=threshold))
-            _add(result.refinement, stages.refine_pending(database, refiner, embedder, user_id, kg))
+            stages.accumulate(result.extraction, stages.extract_pending(database, extractor, user_id, kg))
+            stages.accumulate(result.merge, stages.merge_pending(database, embedder, user_id, kg, threshold=threshold))
+            stages.accumulate(result.links, stages.link_pending(database, embedder, user_id, kg, threshold=threshold))
+            stages.accumulate(result.refinement, stages.refine_pending(database, refiner, embedder, user_id, kg))
     decided = result.merge.get("created", 0) + result.merge.get("merged", 0)
     result.merge["merge_ratio"] = round(result.merge.get("merged", 0) / decided, 3) if decided else 0.0
     result.seconds = round(time.perf_counter() - started, 3)

@@ -6,6 +6,7 @@ import psycopg
 from dreaming_dagster.defs.memory.jobs import dreaming_job
 from dreaming_dagster.defs.memory.partitions import users_partitions
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
+from dreaming_dagster.graph.stages import MAX_EXTRACTION_ATTEMPTS
 from dreaming_dagster.pending_work import pending_work_run_key
 from dreaming_dagster.sql import load_sql
 
@@ -21,18 +22,19 @@ from dreaming_dagster.sql import load_sql
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
-            rows = conn.execute(load_sql("memory_pairs/users_with_pending_embeddings")).fetchall()
+            rows = conn.execute(load_sql("memory_pairs/users_with_pending_work"),
+                                {"max_attempts": MAX_EXTRACTION_ATTEMPTS}).fetchall()
     except psycopg.errors.UndefinedTable:
         return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:
-        return dg.SkipReason("no user has pending pairs")
+        return dg.SkipReason("no user has pending work")
     known = set(context.instance.get_dynamic_partitions(users_partitions.name))
     new_users = [row["user_id"] for row in rows if row["user_id"] not in known]
     return dg.SensorResult(
         run_requests=[
             # Same pending work, same key: launched once (and retried after a window if it stays pending).
             dg.RunRequest(partition_key=row["user_id"],
-                          run_key=pending_work_run_key(row["user_id"], row["pending"], row["newest_ingested_at"],
+                          run_key=pending_work_run_key(row["user_id"], row["pending"], row["newest_at"],
                                                        now=time.time()))
             for row in rows
         ],

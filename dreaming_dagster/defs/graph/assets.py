@@ -1,0 +1,157 @@
+import time
+from collections.abc import Callable
+
+import dagster as dg
+
+from dreaming_dagster.defs.graph.checks import (
+    DUPLICATE_CHECK,
+    MEGA_NODE_CHECK,
+    ORPHAN_CHECK,
+    duplicate_subjects_check,
+    mega_node_check,
+    orphan_pairs_check,
+)
+from dreaming_dagster.defs.memory.assets import memory_pairs
+from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.graph import stages
+from dreaming_dagster.reporting import top_subjects_markdown
+from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.storage.database import Database
+
+
+class PairSubjectsConfig(dg.Config):
+    rebuild: bool = False  # clear the user's graph and reset every checkpoint first (rebuild_user_graph)
+
+
+class SubjectsConfig(dg.Config):
+    merge_threshold: float | None = None  # None: DREAMING_MERGE_THRESHOLD (default 0.75)
+
+
+def for_each_graph(context: dg.AssetExecutionContext, database: Database,
+                   stage: Callable[[str], object]) -> tuple[dict, float]:
+    """Run ``stage(kg_id)`` for each of the partition user's graphs under the per-user lock; sum the stats."""
+    user_id, totals = context.partition_key, {}
+    started = time.perf_counter()
+    for kg_id in stages.user_kgs(database, user_id):
+        with stages.user_graph_lock(database, user_id, kg_id):
+            stages.accumulate(totals, stage(kg_id))
+    return totals, time.perf_counter() - started
+
+
+def _metadata(stats: dict, seconds: float, **extra) -> dict:
+    return {**{key: value for key, value in stats.items() if value is not None},
+            "seconds": round(seconds, 3), **extra}
+
+
+@dg.asset(
+    partitions_def=users_partitions,
+    deps=[memory_pairs],
+    group_name="dreaming",
+    kinds={"postgres", "openai"},
+    pool="llm",
+    description=(
+        "Stage 2: a one-sentence summary and 0–5 durable subjects per memory pair, from the configured LLM "
+        "(structured JSON) or the offline YAKE extractor. A pair whose extraction fails keeps attempts and "
+        "last_error and is retried on later runs without blocking others."
+    ),
+)
+def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
+                  dreaming_db: DreamingDatabaseResource, llm: LLMResource) -> dg.MaterializeResult:
+    database, extractor = dreaming_db.database(), llm.extractor()
+    if config.rebuild:
+        for kg_id in stages.user_kgs(database, context.partition_key):
+            with stages.user_graph_lock(database, context.partition_key, kg_id):
+                stages.clear_user_graph(database, context.partition_key, kg_id)
+        context.log.info(f"cleared the graph of {context.partition_key}; every stage runs again")
+    totals, seconds = for_each_graph(context, database, lambda kg: stages.extract_pending(
+        database, extractor, context.partition_key, kg))
+    if totals.get("failures"):
+        context.log.warning(f"{totals['failures']} pair(s) failed extraction: {totals.get('last_error')}")
+    return dg.MaterializeResult(metadata=_metadata(
+        totals, seconds, provider=extractor.provider, rebuilt=config.rebuild,
+        pairs_per_second=round(totals.get("pairs", 0) / seconds, 1) if seconds else 0.0))
+
+
+@dg.asset(
+    partitions_def=users_partitions,
+    deps=[pair_subjects],
+    group_name="dreaming",
+    kinds={"postgres", "pgvector"},
+    check_specs=[dg.AssetCheckSpec(DUPLICATE_CHECK, asset="subjects",
+                                   description="No two live subjects of a user's graph share a name.")],
+    description=(
+        "Stage 3: each extracted subject merges into the user's closest live subject (top-5 cosine ≥ 0.75: "
+        "first name wins, description appended with ' | ', reinforced) or is inserted, guarded by a unique "
+        "md5(subject_text) index."
+    ),
+)
+def subjects(context: dg.AssetExecutionContext, config: SubjectsConfig, dreaming_db: DreamingDatabaseResource,
+             embedder: EmbedderResource) -> dg.MaterializeResult:
+    database, model = dreaming_db.database(), embedder.embedder()
+    threshold = config.merge_threshold or DreamingSettings().merge_threshold
+    totals, seconds = for_each_graph(context, database, lambda kg: stages.merge_pending(
+        database, model, context.partition_key, kg, threshold=threshold))
+    decided = totals.get("created", 0) + totals.get("merged", 0)
+    totals["merge_ratio"] = round(totals.get("merged", 0) / decided, 3) if decided else 0.0
+    return dg.MaterializeResult(
+        metadata=_metadata(totals, seconds, threshold=threshold),
+        check_results=[duplicate_subjects_check(database, context.partition_key)])
+
+
+@dg.asset(
+    partitions_def=users_partitions,
+    deps=[subjects],
+    group_name="dreaming",
+    kinds={"postgres"},
+    check_specs=[
+        dg.AssetCheckSpec(MEGA_NODE_CHECK, asset="subject_links",
+                          description="Once a user has 50+ pairs, no subject links more than half of them."),
+        dg.AssetCheckSpec(ORPHAN_CHECK, asset="subject_links",
+                          description="No pair is marked stored without links when it had subjects."),
+    ],
+    description=(
+        "Stage 4: the bipartite graph itself, one subject_memory_pair_links row per (subject, pair), written "
+        "with ON CONFLICT DO NOTHING and the pair's kg_stored_at in the same transaction. A janitor first "
+        "re-runs pairs marked stored with zero links."
+    ),
+)
+def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
+                  embedder: EmbedderResource) -> dg.MaterializeResult:
+    database, model = dreaming_db.database(), embedder.embedder()
+    threshold = DreamingSettings().merge_threshold
+    totals, seconds = for_each_graph(context, database, lambda kg: stages.link_pending(
+        database, model, context.partition_key, kg, threshold=threshold))
+    graph = stages.graph_stats(database, context.partition_key)
+    top = stages.top_subjects(database, context.partition_key, limit=10)
+    return dg.MaterializeResult(
+        metadata=_metadata(totals, seconds, graph_subjects=graph["subjects"], graph_links=graph["links"],
+                           graph_pairs=graph["pairs"], failing_pairs=graph["failing_pairs"],
+                           top_subjects=dg.MetadataValue.md(top_subjects_markdown(context.partition_key, top))),
+        check_results=[mega_node_check(database, context.partition_key),
+                       orphan_pairs_check(database, context.partition_key)])
+
+
+@dg.asset(
+    partitions_def=users_partitions,
+    deps=[subject_links],
+    group_name="dreaming",
+    kinds={"postgres", "openai"},
+    pool="llm",
+    description=(
+        "Stage 5: subjects whose descriptions became ' | ' junk drawers get a clean 2–5 word name and a 1–3 "
+        "sentence narrative (batches of 50, 15 LLM calls in flight, or offline synthesis), then are "
+        "re-embedded so later merges compare against the consolidated subject."
+    ),
+)
+def refined_subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
+                     embedder: EmbedderResource, llm: LLMResource) -> dg.MaterializeResult:
+    database, model, refiner = dreaming_db.database(), embedder.embedder(), llm.refiner()
+    totals, seconds = for_each_graph(context, database, lambda kg: stages.refine_pending(
+        database, refiner, model, context.partition_key, kg))
+    if totals.get("failures"):
+        context.log.warning(f"{totals['failures']} subject(s) failed refinement: {totals.get('last_error')}")
+    top = stages.top_subjects(database, context.partition_key, limit=10)
+    return dg.MaterializeResult(metadata=_metadata(
+        totals, seconds, provider=refiner.provider,
+        top_subjects=dg.MetadataValue.md(top_subjects_markdown(context.partition_key, top))))

@@ -1,0 +1,40 @@
+"""Asset checks of a user's graph, evaluated with each materialization (they are per partition)."""
+
+import dagster as dg
+
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+
+MEGA_NODE_CHECK = "no_mega_node"
+ORPHAN_CHECK = "no_orphan_pairs"
+DUPLICATE_CHECK = "no_duplicate_subjects"
+MEGA_NODE_MIN_PAIRS = 50
+MEGA_NODE_MAX_SHARE = 0.5
+
+
+def mega_node_check(database: Database, user_id: str) -> dg.AssetCheckResult:
+    with database.connect(vectors=False) as conn:
+        row = conn.execute(load_sql("checks/mega_node"), {"user_id": user_id}).fetchone()
+    applies = row["pairs"] >= MEGA_NODE_MIN_PAIRS
+    return dg.AssetCheckResult(
+        check_name=MEGA_NODE_CHECK, asset_key="subject_links",
+        passed=not applies or row["share"] <= MEGA_NODE_MAX_SHARE,
+        metadata={"pairs": row["pairs"], "largest_subject": row["subject_text"] or "",
+                  "linked_pairs": row["linked"], "share": round(float(row["share"]), 3),
+                  "max_share": MEGA_NODE_MAX_SHARE, "applies_from_pairs": MEGA_NODE_MIN_PAIRS})
+
+
+def orphan_pairs_check(database: Database, user_id: str) -> dg.AssetCheckResult:
+    with database.connect(vectors=False) as conn:
+        orphans = conn.execute(load_sql("checks/orphan_pairs"), {"user_id": user_id}).fetchone()["orphans"]
+    return dg.AssetCheckResult(check_name=ORPHAN_CHECK, asset_key="subject_links", passed=orphans == 0,
+                               metadata={"orphan_pairs": orphans})
+
+
+def duplicate_subjects_check(database: Database, user_id: str) -> dg.AssetCheckResult:
+    with database.connect(vectors=False) as conn:
+        duplicates = conn.execute(load_sql("checks/duplicate_subjects"), {"user_id": user_id}).fetchall()
+    return dg.AssetCheckResult(
+        check_name=DUPLICATE_CHECK, asset_key="subjects", passed=not duplicates,
+        metadata={"duplicated_names": len(duplicates),
+                  "examples": ", ".join(f"{d['name']} ×{d['copies']}" for d in duplicates[:5])})

@@ -1,0 +1,102 @@
+"""The openai extraction path, through the real openai client against a local chat-completions stub."""
+
+import json
+
+import pytest
+
+from dreaming_dagster.extraction.providers import OpenAIExtractor
+from dreaming_dagster.graph.stages import extract_pending
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.llm.client import JSONChatClient, LLMCallError
+from tests.conftest import pair
+
+GOOD = json.dumps({"summary": "User plans a Lisbon trip.", "subjects": [
+    {"name": "Lisbon", "description": "trip in June", "type": "place"},
+    {"name": "Sister Dana", "description": "travels along", "type": "person"}]})
+
+
+def extractor(stub, attempts=2, timeout_s=10.0, fallback="fallback-model"):
+    client = JSONChatClient(model="main-model", fallback_model=fallback, base_url=stub.base_url, api_key="k",
+                            attempts_per_model=attempts, backoff_s=0.0, timeout_s=timeout_s)
+    return OpenAIExtractor(client, max_in_flight=5)
+
+
+def test_structured_output_request(openai_stub):
+    openai_stub.chat_script["main-model"] = [("reply", GOOD)]
+    result = extractor(openai_stub).extract("I'm going to Lisbon with my sister Dana", "Fun!")
+    assert [s.name for s in result.subjects] == ["Lisbon", "Sister Dana"]
+    (call,) = openai_stub.chat_calls()
+    assert call["temperature"] == 0.2 and call["max_tokens"] == 800
+    assert call["response_format"]["type"] == "json_schema"
+    assert call["response_format"]["json_schema"]["schema"]["properties"]["subjects"]["maxItems"] == 5
+
+
+@pytest.mark.parametrize("reply", [
+    f"Here you go:\n{GOOD}\nAnything else?",
+    f"<think>Lisbon {{trip}} matters</think>{GOOD}",
+    GOOD.replace("trip in June", "trip\nin June"),
+])
+def test_messy_but_valid_replies_parse_first_time(openai_stub, reply):
+    openai_stub.chat_script["main-model"] = [("reply", reply)]
+    assert extractor(openai_stub).extract("u", "a").subjects[0].name == "Lisbon"
+    assert len(openai_stub.chat_calls()) == 1
+
+
+@pytest.mark.parametrize("bad_step", [
+    ("reply", '{"summary": "trunc'),                        # truncated JSON
+    ("reply", '{"summary": "s", "subjects": "Lisbon"}'),    # wrong types
+    ("reply", "I cannot help with that."),                 # no JSON
+    ("status", 500),                                       # server error
+])
+def test_failures_retry_then_use_the_fallback_model(openai_stub, bad_step):
+    openai_stub.chat_script["main-model"] = [bad_step]
+    openai_stub.chat_script["fallback-model"] = [("reply", GOOD)]
+    result = extractor(openai_stub).extract("u", "a")
+    assert result.subjects[0].name == "Lisbon"
+    assert len(openai_stub.chat_calls("main-model")) == 2 and len(openai_stub.chat_calls("fallback-model")) == 1
+
+
+def test_timeouts_fall_back(openai_stub):
+    openai_stub.chat_script["main-model"] = [("sleep", 3)]
+    openai_stub.chat_script["fallback-model"] = [("reply", GOOD)]
+    assert extractor(openai_stub, attempts=1, timeout_s=0.5).extract("u", "a").summary
+
+
+def test_seven_subjects_are_cut_to_five(openai_stub):
+    seven = json.dumps({"summary": "s", "subjects": [{"name": f"Topic {i}", "description": "", "type": "topic"}
+                                                     for i in range(7)]})
+    openai_stub.chat_script["main-model"] = [("reply", seven)]
+    assert len(extractor(openai_stub).extract("u", "a").subjects) == 5
+
+
+def test_servers_without_json_schema_get_json_object(openai_stub):
+    openai_stub.chat_script["main-model"] = [("reject_schema", None)]
+    openai_stub.default_chat_reply = lambda body: GOOD
+    x = extractor(openai_stub)
+    assert x.extract("u", "a").subjects and x.extract("u", "b").subjects
+    formats = [c["response_format"]["type"] for c in openai_stub.chat_calls()]
+    assert formats == ["json_schema", "json_object", "json_object"]  # asked once, remembered
+
+
+def test_everything_failing_raises_a_clear_error(openai_stub):
+    openai_stub.chat_script["main-model"] = [("status", 500)]
+    openai_stub.chat_script["fallback-model"] = [("status", 503)]
+    with pytest.raises(LLMCallError, match="2 model"):
+        extractor(openai_stub).extract("u", "a")
+
+
+def test_a_failing_pair_is_recorded_and_retried_later_without_blocking_others(database, openai_stub, embedder16):
+    save_pairs("alice", [pair(i, user_message=f"msg {i}") for i in range(4)] +
+               [pair(9, user_message="POISON msg")], database=database, embedder=embedder16)
+    openai_stub.default_chat_reply = lambda body: (
+        "not json" if "POISON" in body["messages"][1]["content"] else GOOD)
+    stats = extract_pending(database, extractor(openai_stub), "alice", "default")
+    assert (stats.pairs, stats.failures) == (4, 1)
+    with database.connect() as conn:
+        failed = conn.execute("SELECT attempts, last_error, extracted_at FROM memory_pairs "
+                              "WHERE user_message LIKE 'POISON%%'").fetchone()
+        done = conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE extracted_at IS NOT NULL").fetchone()
+    assert failed["attempts"] == 1 and "LLMCallError" in failed["last_error"] and failed["extracted_at"] is None
+    assert done["n"] == 4
+    openai_stub.default_chat_reply = lambda body: GOOD  # the endpoint recovers: the next run picks it up
+    assert extract_pending(database, extractor(openai_stub), "alice", "default").pairs == 1

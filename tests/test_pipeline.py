@@ -1,0 +1,186 @@
+"""The dreaming pipeline on real Postgres with the real local embedder and the offline providers."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.graph import stages
+from dreaming_dagster.graph.sync import sync_user
+from dreaming_dagster.ingest.readers import (
+    LineRecord,
+    iter_longmemeval_questions,
+    longmemeval_session_records,
+    sessions_in_date_order,
+)
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.refinement import OfflineRefiner
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+from tests.conftest import ORACLE, PROJECT_ROOT, pair, run_concurrently
+
+pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
+
+
+def oracle_records(questions: int = 6, start: int = 0) -> list[dict]:
+    chosen = list(iter_longmemeval_questions(ORACLE))[start:start + questions]
+    return [r.raw for r in longmemeval_session_records(sessions_in_date_order(chosen)) if isinstance(r, LineRecord)]
+
+
+def sync(database, embedder, user_id="alice"):
+    return sync_user(user_id, database=database, embedder=embedder, extractor=OfflineExtractor(),
+                     refiner=OfflineRefiner(), threshold=0.75)
+
+
+def graph_signature(database: Database, user_id: str = "alice") -> set[tuple]:
+    """The graph as comparable data: each subject's name with the content hashes of its linked pairs."""
+    with database.connect() as conn:
+        rows = conn.execute("""
+            SELECT s.subject_text, array_agg(p.content_hash ORDER BY p.content_hash) AS pairs
+            FROM subjects s JOIN subject_memory_pair_links l ON l.subject_id = s.id
+            JOIN memory_pairs p ON p.id = l.pair_id
+            WHERE s.user_id = %s GROUP BY s.id, s.subject_text""", (user_id,)).fetchall()
+    return {(row["subject_text"], tuple(row["pairs"])) for row in rows}
+
+
+def assert_graph_is_clean(database: Database, user_id: str = "alice") -> None:
+    with database.connect() as conn:
+        unfinished = conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE user_id = %s "
+                                  "AND kg_stored_at IS NULL", (user_id,)).fetchone()["n"]
+        duplicates = conn.execute("SELECT count(*) AS n FROM (SELECT 1 FROM subjects WHERE user_id = %s "
+                                  "AND archived_at IS NULL GROUP BY kg_id, lower(subject_text) "
+                                  "HAVING count(*) > 1) d", (user_id,)).fetchone()["n"]
+        orphans = conn.execute(load_sql("checks/orphan_pairs"),
+                               {"user_id": user_id}).fetchone()["orphans"]
+        unlinked = conn.execute("SELECT count(*) AS n FROM subjects s WHERE user_id = %s AND NOT EXISTS "
+                                "(SELECT 1 FROM subject_memory_pair_links l WHERE l.subject_id = s.id)",
+                                (user_id,)).fetchone()["n"]
+    assert (unfinished, duplicates, orphans, unlinked) == (0, 0, 0, 0)
+
+
+def test_sync_builds_a_clean_graph_and_is_idempotent(database, local_embedder):
+    records = oracle_records()
+    save_pairs("alice", records, database=database, embedder=local_embedder)
+    result = sync(database, local_embedder)
+    assert result.extraction["pairs"] == len(records)
+    assert result.merge["created"] > 0 and result.merge["merged"] > 0
+    assert result.links["links"] >= result.merge["created"]
+    assert result.refinement["refined"] > 0
+    assert_graph_is_clean(database)
+    graph = stages.graph_stats(database, "alice")
+    assert graph["key_subjects"] == graph["subjects"] > 0
+    with database.connect() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM subjects WHERE description_text LIKE '%% | %%'"
+                            ).fetchone()["n"] == 0  # every junk drawer was refined
+    before = graph_signature(database)
+    again = sync(database, local_embedder)
+    assert (again.extraction["pairs"], again.merge["pairs"], again.links["pairs"]) == (0, 0, 0)
+    assert graph_signature(database) == before
+
+
+def test_distinct_subjects_stay_apart_and_near_duplicates_merge(database, local_embedder):
+    # The regression for the reference's acute nightmare: with the sort/threshold inverted, every one
+    # of these would collapse into a single node.
+    distinct = ["Lisbon", "Python Programming", "Marathon Training", "Sister Dana", "Sourdough Bread",
+                "Tax Return", "Guitar Lessons", "Toyota Corolla"]
+    save_pairs("alice", [pair(i, user_message=f"about {name}") for i, name in enumerate(distinct)],
+               database=database, embedder=local_embedder, embed=False)
+    with database.connect() as conn:
+        for i, name in enumerate(distinct):
+            conn.execute("UPDATE memory_pairs SET extracted_at = now(), extracted_subjects = %s::jsonb "
+                         "WHERE turn_index = %s", (f'[{{"name": "{name}", "description": "d{i}", "type": "topic"}}]', i))
+    stats = stages.merge_pending(database, local_embedder, "alice", "default")
+    assert (stats.created, stats.merged) == (len(distinct), 0)
+    save_pairs("alice", [pair(20, user_message="more marathon")], database=database, embedder=local_embedder)
+    with database.connect() as conn:
+        conn.execute("UPDATE memory_pairs SET extracted_at = now(), extracted_subjects = "
+                     "'[{\"name\": \"Marathon Training Plan\", \"description\": \"week 3\", \"type\": \"activity\"}]'"
+                     "::jsonb WHERE turn_index = 20")
+    merged = stages.merge_pending(database, local_embedder, "alice", "default")
+    assert (merged.created, merged.merged) == (0, 1)
+    with database.connect() as conn:
+        row = conn.execute("SELECT subject_text, description_text, reinforcement_count FROM subjects "
+                           "WHERE subject_text LIKE 'Marathon%%'").fetchone()
+    assert row == {"subject_text": "Marathon Training", "description_text": "d2 | week 3",
+                   "reinforcement_count": 2}  # the first name wins; the description grows
+
+
+def test_two_syncs_at_once_make_no_duplicates(database, local_embedder):
+    save_pairs("alice", oracle_records(4), database=database, embedder=local_embedder)
+    results = run_concurrently(lambda: sync(database, local_embedder), 2)
+    assert_graph_is_clean(database)
+    with database.connect() as conn:
+        pairs = conn.execute("SELECT count(*) AS n FROM memory_pairs").fetchone()["n"]
+    assert sum(r.extraction["pairs"] for r in results) == pairs  # each pair extracted exactly once
+
+
+def test_the_janitor_relinks_stored_pairs_without_links(database, local_embedder):
+    save_pairs("alice", oracle_records(2), database=database, embedder=local_embedder)
+    sync(database, local_embedder)
+    before = graph_signature(database)
+    with database.connect() as conn:
+        victim = conn.execute("SELECT pair_id FROM subject_memory_pair_links LIMIT 1").fetchone()["pair_id"]
+        conn.execute("DELETE FROM subject_memory_pair_links WHERE pair_id = %s", (victim,))
+    stats = stages.link_pending(database, local_embedder, "alice", "default")
+    assert stats.janitor_reset == 1 and stats.links >= 1
+    assert graph_signature(database) == before
+    assert_graph_is_clean(database)
+
+
+def test_one_users_sync_never_touches_another(database, local_embedder):
+    save_pairs("alice", oracle_records(2), database=database, embedder=local_embedder)
+    save_pairs("bob", oracle_records(2, start=10), database=database, embedder=local_embedder)
+    sync(database, local_embedder, "alice")
+    with database.connect() as conn:
+        bob = conn.execute("SELECT count(*) FILTER (WHERE extracted_at IS NOT NULL) AS done, "
+                           "(SELECT count(*) FROM subjects WHERE user_id = 'bob') AS subjects "
+                           "FROM memory_pairs WHERE user_id = 'bob'").fetchone()
+        cross = conn.execute("SELECT count(*) AS n FROM subject_memory_pair_links l JOIN memory_pairs p "
+                             "ON p.id = l.pair_id JOIN subjects s ON s.id = l.subject_id "
+                             "WHERE p.user_id <> s.user_id OR l.user_id <> p.user_id").fetchone()["n"]
+    assert bob == {"done": 0, "subjects": 0} and cross == 0
+
+
+def test_rebuild_gives_the_same_graph_as_the_incremental_run(database, local_embedder):
+    records = oracle_records(6)
+    for start in range(0, len(records), 25):  # arrives in chunks, dreamed after each
+        save_pairs("alice", records[start:start + 25], database=database, embedder=local_embedder)
+        sync(database, local_embedder)
+    incremental = graph_signature(database)
+    stages.clear_user_graph(database, "alice", "default")
+    with database.connect() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM subjects").fetchone()["n"] == 0
+    sync(database, local_embedder)
+    assert graph_signature(database) == incremental
+    assert_graph_is_clean(database)
+
+
+def test_a_sync_killed_mid_way_completes_on_the_next_run(database_url, local_embedder, tmp_path):
+    database = Database(database_url)
+    save_pairs("alice", oracle_records(12), database=database, embedder=local_embedder)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")}
+    env.update(DREAMING_DATABASE_URL=database_url, DREAMING_LLM_PROVIDER="offline")
+    process = subprocess.Popen([sys.executable, "-m", "dreaming_dagster.cli", "sync", "--user", "alice"],
+                               env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    with database.connect() as conn:
+        while time.monotonic() < deadline:  # kill once some pairs are merged but not all are linked
+            merged = conn.execute("SELECT count(subjects_merged_at) AS m, count(kg_stored_at) AS l, count(*) AS n "
+                                  "FROM memory_pairs").fetchone()
+            if merged["m"] > 0 and merged["l"] < merged["n"]:
+                break
+            time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert merged["m"] > 0, "the sync never got to the merge stage"
+    sync(database, local_embedder)
+    assert_graph_is_clean(database)
+    resumed = graph_signature(database)
+
+    stages.clear_user_graph(database, "alice", "default")  # the same data dreamed without interruption
+    sync(database, local_embedder)
+    assert graph_signature(database) == resumed
