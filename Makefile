@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint ui bench bench-ingest clean-data
+.PHONY: install demo test lint ui bench bench-ingest bench-dreaming clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest
+bench: bench-ingest bench-dreaming
 
 bench-ingest: install
 	$(BIN)/python bench/ingest.py
@@ -36,3 +36,6 @@ bench-ingest: install
 clean-data:
 	-$(BIN)/dreaming db stop
 	rm -rf .dreaming
+
+bench-dreaming: install
+	$(BIN)/python bench/dreaming.py

@@ -1,0 +1,175 @@
+"""Dreaming pipeline throughput and fast-path latency, offline providers, on this machine.
+
+    .venv/bin/python bench/dreaming.py [--runs 3] [--latency-samples 15]
+
+- throughput: a user with 2,000 LongMemEval pairs (already embedded) is dreamed from scratch — extraction,
+  merge (subject embeddings included), links, refinement — 3 times (clear the graph, sync); pairs/s, median.
+- fast path: a user whose 5,000 pairs are already dreamed saves one new pair and calls sync_user at once;
+  the time from save to a linked graph, per pair. Each run takes --latency-samples pairs and reports
+  p50/p95; the medians of the runs are the headline.
+The 5,000 pairs are embedded once with all-MiniLM-L6-v2 (the slow part: ~5 minutes); the 2,000-pair user
+is a copy of the first 2,000 rows with their embeddings. Results: bench/results/dreaming.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
+from dreaming_dagster.extraction.providers import OfflineExtractor  # noqa: E402
+from dreaming_dagster.graph import stages  # noqa: E402
+from dreaming_dagster.graph.sync import sync_user  # noqa: E402
+from dreaming_dagster.ingest.readers import (  # noqa: E402
+    LineRecord,
+    iter_longmemeval_questions,
+    longmemeval_session_records,
+)
+from dreaming_dagster.ingest.save import save_pairs  # noqa: E402
+from dreaming_dagster.refinement import OfflineRefiner  # noqa: E402
+from dreaming_dagster.storage import embedded  # noqa: E402
+from dreaming_dagster.storage.database import Database  # noqa: E402
+
+ORACLE = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+COPY_USER_SQL = """
+INSERT INTO memory_pairs (user_id, kg_id, session_id, turn_index, user_message, assistant_message, occurred_at,
+                          token_count, content_hash, metadata, embedding)
+SELECT %(target)s, kg_id, session_id, turn_index, user_message, assistant_message, occurred_at, token_count,
+       content_hash, metadata, embedding
+FROM memory_pairs WHERE user_id = %(source)s ORDER BY occurred_at, turn_index LIMIT %(limit)s
+"""
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--throughput-pairs", type=int, default=2000)
+    parser.add_argument("--background-pairs", type=int, default=5000)
+    parser.add_argument("--latency-samples", type=int, default=15)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "dreaming.json")
+    args = parser.parse_args()
+    console = Console()
+
+    records = []
+    for item in longmemeval_session_records(iter_longmemeval_questions(ORACLE)):
+        if isinstance(item, LineRecord):
+            records.append(item.raw)
+    background, fresh = records[:args.background_pairs], records[args.background_pairs:]
+    assert len(fresh) >= args.runs * args.latency_samples, "not enough pairs left for latency samples"
+    embedder = LocalMiniLMEmbedder(batch_size=64)
+    embedder.embed(["warm-up"])
+    extractor, refiner = OfflineExtractor(), OfflineRefiner()
+
+    def dream(db: Database, user: str):
+        return sync_user(user, database=db, embedder=embedder, extractor=extractor, refiner=refiner)
+
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
+        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        name = f"bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        database = Database(admin_url.replace("/postgres?", f"/{name}?", 1))
+
+        with Progress(console=console) as progress:
+            task = progress.add_task(f"embedding {len(background)} background pairs (once)", total=len(background))
+            for start in range(0, len(background), 250):
+                save_pairs("bench-5k", background[start:start + 250], database=database, embedder=embedder)
+                progress.advance(task, len(background[start:start + 250]))
+        with database.connect() as conn:
+            conn.execute(COPY_USER_SQL, {"target": "bench-2k", "source": "bench-5k", "limit": args.throughput_pairs})
+
+        throughput_runs, stage_runs = [], []
+        for run in range(args.runs):
+            stages.clear_user_graph(database, "bench-2k", "default")
+            started = time.perf_counter()
+            result = dream(database, "bench-2k")
+            seconds = time.perf_counter() - started
+            assert result.extraction["pairs"] == args.throughput_pairs
+            throughput_runs.append(seconds)
+            stage_runs.append({"extraction": result.extraction, "merge": result.merge, "links": result.links,
+                               "refinement": result.refinement})
+            console.print(f"throughput run {run + 1}: {args.throughput_pairs / seconds:.1f} pairs/s")
+        graph_2k = stages.graph_stats(database, "bench-2k")
+
+        started = time.perf_counter()
+        dream(database, "bench-5k")
+        setup_dream_s = time.perf_counter() - started
+        graph_5k = stages.graph_stats(database, "bench-5k")
+
+        latency_runs = []
+        now = datetime.now(UTC)
+        for run in range(args.runs):
+            samples = []
+            for index in range(args.latency_samples):
+                record = dict(fresh[run * args.latency_samples + index])
+                record["occurred_at"] = now + timedelta(minutes=run * 100 + index)  # a new exchange, now
+                started = time.perf_counter()
+                saved = save_pairs("bench-5k", [record], database=database, embedder=embedder)
+                dream(database, "bench-5k")
+                samples.append(time.perf_counter() - started)
+                assert saved.inserted == 1
+            latency_runs.append({"p50_s": percentile(samples, 0.5), "p95_s": percentile(samples, 0.95),
+                                 "samples_s": [round(s, 4) for s in samples]})
+            console.print(f"fast-path run {run + 1}: p50 {latency_runs[-1]['p50_s']:.3f} s, "
+                          f"p95 {latency_runs[-1]['p95_s']:.3f} s")
+
+    median_s = statistics.median(throughput_runs)
+    results = {
+        "benchmark": "dreaming",
+        "command": "make bench-dreaming  (.venv/bin/python bench/dreaming.py)",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "providers": {"extraction": extractor.provider, "refinement": refiner.provider,
+                      "embedding": str(embedder.spec)},
+        "throughput": {"pairs": args.throughput_pairs, "runs_s": [round(s, 2) for s in throughput_runs],
+                       "median_s": round(median_s, 2), "pairs_per_s": round(args.throughput_pairs / median_s, 1),
+                       "graph": graph_2k, "stages_last_run": stage_runs[-1],
+                       "note": "pairs already embedded; extraction, merge (with subject embeddings), "
+                               "links and refinement"},
+        "fast_path": {"background_pairs": len(background), "samples_per_run": args.latency_samples,
+                      "runs": latency_runs,
+                      "p50_s_median": round(statistics.median(r["p50_s"] for r in latency_runs), 4),
+                      "p95_s_median": round(statistics.median(r["p95_s"] for r in latency_runs), 4),
+                      "graph_before": graph_5k, "initial_dream_s": round(setup_dream_s, 1),
+                      "note": "save_pairs (with embedding) + sync_user of one new pair, end to end"},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+
+    table = Table(title="dreaming (offline providers), medians of runs")
+    for column in ("measure", "result", "runs"):
+        table.add_column(column)
+    table.add_row(f"throughput, {args.throughput_pairs} pairs", f"{results['throughput']['pairs_per_s']} pairs/s",
+                  ", ".join(f"{s:.1f} s" for s in throughput_runs))
+    table.add_row(f"fast path p50, user with {len(background)} pairs", f"{results['fast_path']['p50_s_median']} s",
+                  ", ".join(f"{r['p50_s']:.3f}" for r in latency_runs))
+    table.add_row("fast path p95", f"{results['fast_path']['p95_s_median']} s",
+                  ", ".join(f"{r['p95_s']:.3f}" for r in latency_runs))
+    console.print(table)
+    console.print(f"written {args.out}")
+
+
+if __name__ == "__main__":
+    main()
