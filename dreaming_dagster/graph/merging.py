@@ -34,6 +34,12 @@ def choose_merge_target(candidates: Sequence[Candidate], threshold: float = DEFA
     return best if best is not None and best.similarity >= threshold else None
 
 
+def merge_ratio(created: int, merged: int) -> float:
+    """Share of merge decisions that joined an existing subject (0 when nothing was decided)."""
+    decided = created + merged
+    return round(merged / decided, 3) if decided else 0.0
+
+
 def append_description(existing: str, new: str) -> str:
     """Append a new description fragment with " | ", unless it is empty or already there."""
     existing, new = (existing or "").strip(), (new or "").strip()

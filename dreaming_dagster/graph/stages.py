@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import Embedder, subject_embedding_text
 from dreaming_dagster.extraction.providers import Extractor
+from dreaming_dagster.graph import merging
 from dreaming_dagster.graph.merging import (
     DEFAULT_THRESHOLD,
     Candidate,
@@ -106,8 +107,7 @@ class MergeStats:
 
     @property
     def merge_ratio(self) -> float:
-        decided = self.created + self.merged
-        return round(self.merged / decided, 3) if decided else 0.0
+        return merging.merge_ratio(self.created, self.merged)
 
 
 def _merge_pair(conn: psycopg.Connection, pair: dict, vectors: dict[str, object], user_id: str, kg_id: str,

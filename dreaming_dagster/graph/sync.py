@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.graph import stages
+from dreaming_dagster.graph.merging import merge_ratio
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.records import validate_identifier
 from dreaming_dagster.refinement import Refiner
@@ -54,7 +55,6 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
             stages.accumulate(result.merge, stages.merge_pending(database, embedder, user_id, kg, threshold=threshold))
             stages.accumulate(result.links, stages.link_pending(database, embedder, user_id, kg, threshold=threshold))
             stages.accumulate(result.refinement, stages.refine_pending(database, refiner, embedder, user_id, kg))
-    decided = result.merge.get("created", 0) + result.merge.get("merged", 0)
-    result.merge["merge_ratio"] = round(result.merge.get("merged", 0) / decided, 3) if decided else 0.0
+    result.merge["merge_ratio"] = merge_ratio(result.merge.get("created", 0), result.merge.get("merged", 0))
     result.seconds = round(time.perf_counter() - started, 3)
     return result

@@ -15,6 +15,7 @@ from dreaming_dagster.defs.memory.assets import memory_pairs
 from dreaming_dagster.defs.memory.partitions import users_partitions
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
 from dreaming_dagster.graph import stages
+from dreaming_dagster.graph.merging import merge_ratio
 from dreaming_dagster.reporting import top_subjects_markdown
 from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.storage.database import Database
@@ -92,8 +93,7 @@ def subjects(context: dg.AssetExecutionContext, config: SubjectsConfig, dreaming
     threshold = config.merge_threshold or DreamingSettings().merge_threshold
     totals, seconds = for_each_graph(context, database, lambda kg: stages.merge_pending(
         database, model, context.partition_key, kg, threshold=threshold))
-    decided = totals.get("created", 0) + totals.get("merged", 0)
-    totals["merge_ratio"] = round(totals.get("merged", 0) / decided, 3) if decided else 0.0
+    totals["merge_ratio"] = merge_ratio(totals.get("created", 0), totals.get("merged", 0))
     return dg.MaterializeResult(
         metadata=_metadata(totals, seconds, threshold=threshold),
         check_results=[duplicate_subjects_check(database, context.partition_key)])
