@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint ui bench bench-ingest bench-dreaming clean-data
+.PHONY: install demo test lint ui bench bench-ingest bench-dreaming bench-sensor clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-dreaming
+bench: bench-ingest bench-dreaming bench-sensor
 
 bench-ingest: install
 	$(BIN)/python bench/ingest.py
@@ -39,3 +39,6 @@ clean-data:
 
 bench-dreaming: install
 	$(BIN)/python bench/dreaming.py
+
+bench-sensor: install
+	$(BIN)/python bench/sensor.py

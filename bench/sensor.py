@@ -1,0 +1,138 @@
+"""The pending-pairs sensor at scale: 10,000 users, 100,000 pairs, 10% of users with pending work.
+
+    .venv/bin/python bench/sensor.py [--users 10000] [--pairs-per-user 10] [--pending-share 0.1]
+
+Pairs are generated in SQL (synthetic text and a constant vector; the sensor reads neither). Users without
+pending work have every checkpoint set, as after dreaming; a pending user has one new pair at every stage's
+start. The HNSW index is dropped for this benchmark only: the sensor's query never uses it. Measured side by side in one run, medians:
+- the pending-work query alone (EXPLAIN ANALYZE execution time and wall time);
+- a whole sensor evaluation (query + run requests) on an instance that knows every user partition.
+Results: bench/results/sensor.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor  # noqa: E402
+from dreaming_dagster.defs.resources import DreamingDatabaseResource  # noqa: E402
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
+from dreaming_dagster.graph.stages import MAX_EXTRACTION_ATTEMPTS  # noqa: E402
+from dreaming_dagster.sql import load_sql  # noqa: E402
+from dreaming_dagster.storage import embedded  # noqa: E402
+from dreaming_dagster.storage.database import Database  # noqa: E402
+
+GENERATE_PAIRS = """
+INSERT INTO memory_pairs (user_id, kg_id, session_id, turn_index, user_message, assistant_message, occurred_at,
+                          token_count, content_hash, embedding, extracted_at, subjects_merged_at, kg_stored_at)
+SELECT 'user-' || u, 'default', 's-' || u, p, 'synthetic user message ' || p, 'synthetic reply',
+       now() - (p || ' minutes')::interval, 8, md5(u || ':' || p),
+       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL
+            ELSE array_fill(0.05::real, ARRAY[%(dimension)s])::vector END,
+       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL ELSE now() END,
+       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL ELSE now() END,
+       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL ELSE now() END
+FROM generate_series(1, %(users)s) AS u, generate_series(0, %(pairs_per_user)s - 1) AS p
+"""
+
+
+def _indexes_in(node: dict) -> set[str]:
+    found = {node["Index Name"]} if "Index Name" in node else set()
+    for child in node.get("Plans", []):
+        found |= _indexes_in(child)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--pairs-per-user", type=int, default=10)
+    parser.add_argument("--pending-share", type=float, default=0.1)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sensor.json")
+    args = parser.parse_args()
+    pending_every = max(1, round(1 / args.pending_share))
+
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
+        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        name = f"bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        url = admin_url.replace("/postgres?", f"/{name}?", 1)
+        database = Database(url)
+        database.ensure_schema(LocalMiniLMEmbedder.spec)
+        started = time.perf_counter()
+        with database.connect() as conn:
+            # The sensor's query never touches the HNSW index; dropping it here keeps generation fast
+            # (90,000 identical synthetic vectors would only measure HNSW inserts).
+            conn.execute("DROP INDEX memory_pairs_embedding_hnsw_idx")
+            conn.execute(GENERATE_PAIRS, {"users": args.users, "pairs_per_user": args.pairs_per_user,
+                                          "pending_every": pending_every,
+                                          "dimension": LocalMiniLMEmbedder.spec.dimension})
+            conn.execute("ANALYZE memory_pairs")
+        generate_s = time.perf_counter() - started
+        with database.connect() as conn:
+            total = conn.execute("SELECT count(*) AS n FROM memory_pairs").fetchone()["n"]
+
+        query = load_sql("memory_pairs/users_with_pending_work")
+        params = {"max_attempts": MAX_EXTRACTION_ATTEMPTS}
+        wall, execution = [], []
+        with database.connect(vectors=False) as conn:
+            for _ in range(args.repeats):
+                started = time.perf_counter()
+                rows = conn.execute(query, params).fetchall()
+                wall.append(time.perf_counter() - started)
+                plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query, params).fetchone()
+                execution.append(plan["QUERY PLAN"][0]["Execution Time"] / 1000)
+        users_with_work = len(rows)
+        indexes_used = sorted(_indexes_in(plan["QUERY PLAN"][0]["Plan"]))
+
+        resources = {"dreaming_db": DreamingDatabaseResource(database_url=url)}
+        sensor_s = []
+        with dg.instance_for_test() as instance:
+            instance.add_dynamic_partitions("users", [f"user-{u}" for u in range(1, args.users + 1)])
+            for _ in range(3):
+                with dg.build_sensor_context(instance=instance, resources=resources) as context:
+                    started = time.perf_counter()
+                    result = pending_pairs_sensor(context)
+                    sensor_s.append(time.perf_counter() - started)
+            requests = len(result.run_requests)
+
+    results = {
+        "benchmark": "sensor",
+        "command": "make bench-sensor  (.venv/bin/python bench/sensor.py)",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "users": args.users, "pairs": total, "users_with_pending_work": users_with_work,
+        "generate_s": round(generate_s, 1),
+        "query_wall_ms_median": round(statistics.median(wall) * 1000, 2),
+        "query_execution_ms_median": round(statistics.median(execution) * 1000, 2),
+        "query_runs_ms": [round(s * 1000, 2) for s in wall],
+        "sensor_evaluation_ms_median": round(statistics.median(sensor_s) * 1000, 1),
+        "sensor_runs_ms": [round(s * 1000, 1) for s in sensor_s],
+        "run_requests": requests,
+        "indexes_in_query_plan": indexes_used,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
