@@ -21,11 +21,9 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -44,17 +42,11 @@ from dreaming_dagster.ingest.readers import (  # noqa: E402
 )
 from dreaming_dagster.ingest.save import save_pairs  # noqa: E402
 from dreaming_dagster.refinement import OfflineRefiner  # noqa: E402
+from dreaming_dagster.sql import load_sql  # noqa: E402
 from dreaming_dagster.storage import embedded  # noqa: E402
 from dreaming_dagster.storage.database import Database  # noqa: E402
 
 ORACLE = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
-COPY_USER_SQL = """
-INSERT INTO memory_pairs (user_id, kg_id, session_id, turn_index, user_message, assistant_message, occurred_at,
-                          token_count, content_hash, metadata, embedding)
-SELECT %(target)s, kg_id, session_id, turn_index, user_message, assistant_message, occurred_at, token_count,
-       content_hash, metadata, embedding
-FROM memory_pairs WHERE user_id = %(source)s ORDER BY occurred_at, turn_index LIMIT %(limit)s
-"""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -87,10 +79,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
         admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
-        name = f"bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        database = Database(admin_url.replace("/postgres?", f"/{name}?", 1))
+        database = Database(embedded.scratch_database_url(admin_url, "bench"))
 
         with Progress(console=console) as progress:
             task = progress.add_task(f"embedding {len(background)} background pairs (once)", total=len(background))
@@ -98,7 +87,7 @@ def main() -> None:
                 save_pairs("bench-5k", background[start:start + 250], database=database, embedder=embedder)
                 progress.advance(task, len(background[start:start + 250]))
         with database.connect() as conn:
-            conn.execute(COPY_USER_SQL, {"target": "bench-2k", "source": "bench-5k", "limit": args.throughput_pairs})
+            conn.execute(load_sql("bench/copy_user_pairs"), {"target": "bench-2k", "source": "bench-5k", "limit": args.throughput_pairs})
 
         throughput_runs, stage_runs = [], []
         for run in range(args.runs):

@@ -20,11 +20,9 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -59,10 +57,7 @@ def load_pairs(path: Path, limit: int) -> list[dict]:
 
 
 def fresh_database(admin_url: str) -> Database:
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return Database(admin_url.replace("/postgres?", f"/{name}?", 1))
+    return Database(embedded.scratch_database_url(admin_url, "bench"))
 
 
 def timed_save(database: Database, embedder, pairs: list[dict], embed: bool) -> float:

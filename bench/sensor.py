@@ -20,12 +20,10 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,19 +35,6 @@ from dreaming_dagster.graph.stages import MAX_EXTRACTION_ATTEMPTS  # noqa: E402
 from dreaming_dagster.sql import load_sql  # noqa: E402
 from dreaming_dagster.storage import embedded  # noqa: E402
 from dreaming_dagster.storage.database import Database  # noqa: E402
-
-GENERATE_PAIRS = """
-INSERT INTO memory_pairs (user_id, kg_id, session_id, turn_index, user_message, assistant_message, occurred_at,
-                          token_count, content_hash, embedding, extracted_at, subjects_merged_at, kg_stored_at)
-SELECT 'user-' || u, 'default', 's-' || u, p, 'synthetic user message ' || p, 'synthetic reply',
-       now() - (p || ' minutes')::interval, 8, md5(u || ':' || p),
-       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL
-            ELSE array_fill(0.05::real, ARRAY[%(dimension)s])::vector END,
-       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL ELSE now() END,
-       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL ELSE now() END,
-       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL ELSE now() END
-FROM generate_series(1, %(users)s) AS u, generate_series(0, %(pairs_per_user)s - 1) AS p
-"""
 
 
 def _indexes_in(node: dict) -> set[str]:
@@ -71,10 +56,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
         admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
-        name = f"bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        url = admin_url.replace("/postgres?", f"/{name}?", 1)
+        url = embedded.scratch_database_url(admin_url, "bench")
         database = Database(url)
         database.ensure_schema(LocalMiniLMEmbedder.spec)
         started = time.perf_counter()
@@ -82,7 +64,7 @@ def main() -> None:
             # The sensor's query never touches the HNSW index; dropping it here keeps generation fast
             # (90,000 identical synthetic vectors would only measure HNSW inserts).
             conn.execute("DROP INDEX memory_pairs_embedding_hnsw_idx")
-            conn.execute(GENERATE_PAIRS, {"users": args.users, "pairs_per_user": args.pairs_per_user,
+            conn.execute(load_sql("bench/generate_pairs"), {"users": args.users, "pairs_per_user": args.pairs_per_user,
                                           "pending_every": pending_every,
                                           "dimension": LocalMiniLMEmbedder.spec.dimension})
             conn.execute("ANALYZE memory_pairs")

@@ -4,10 +4,8 @@ the real local embedder, and an OpenAI-protocol stub server for the openai provi
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, OpenAICompatibleEmbedder
@@ -33,11 +31,7 @@ def pg_admin_url(data_dir) -> str:
 @pytest.fixture
 def database_url(pg_admin_url) -> str:
     """A brand-new, empty database on the session's embedded server."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    # pgserver URLs look like postgresql://postgres:@/postgres?host=/path/to/socket-dir
-    return pg_admin_url.replace("/postgres?", f"/{name}?", 1)
+    return embedded.scratch_database_url(pg_admin_url, "t")
 
 
 @pytest.fixture

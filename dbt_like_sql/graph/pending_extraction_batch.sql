@@ -5,5 +5,6 @@ FROM memory_pairs
 WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
   AND extracted_at IS NULL
   AND attempts < %(max_attempts)s
+  AND NOT (id = ANY(%(skip_ids)s::uuid[]))  -- failed earlier in this run
 ORDER BY occurred_at, turn_index NULLS LAST, id
 LIMIT %(limit)s;

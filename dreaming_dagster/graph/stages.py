@@ -9,8 +9,7 @@ hold :func:`user_graph_lock` so nothing writes one user's graph concurrently.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
@@ -68,12 +67,12 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
     """Stage 2: a summary and 0–5 subjects per pending pair. Failures are recorded per pair (attempts,
     last_error) and retried on later runs; they never block other pairs."""
     stats = ExtractionStats()
-    failed_now: set = set()
+    failed_now: list = []  # retried on a later run, not again in this one
     while True:
         with database.connect() as conn:
-            rows = [row for row in conn.execute(load_sql("graph/pending_extraction_batch"), {
-                "user_id": user_id, "kg_id": kg_id, "max_attempts": max_attempts,
-                "limit": batch_size + len(failed_now)}).fetchall() if row["id"] not in failed_now][:batch_size]
+            rows = conn.execute(load_sql("graph/pending_extraction_batch"), {
+                "user_id": user_id, "kg_id": kg_id, "max_attempts": max_attempts, "limit": batch_size,
+                "skip_ids": failed_now}).fetchall()
         if not rows:
             return stats
         results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows])
@@ -82,7 +81,7 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
                 if isinstance(result, Exception):
                     stats.failures += 1
                     stats.last_error = f"{type(result).__name__}: {result}"
-                    failed_now.add(row["id"])  # retried on a later run, not again in this one
+                    failed_now.append(row["id"])
                     conn.execute(load_sql("graph/record_extraction_failure"),
                                  {"id": row["id"], "user_id": user_id, "error": stats.last_error})
                     continue
@@ -239,12 +238,11 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
     """Stage 5: subjects whose description holds " | " get a clean name and narrative, re-embedded so
     later merges compare against the consolidated subject."""
     stats = RefineStats()
-    failed: set = set()
+    failed: list = []  # retried on a later run, not again in this one
     while True:
         with database.connect() as conn:
-            rows = [row for row in conn.execute(load_sql("graph/pending_refinement_batch"), {
-                "user_id": user_id, "kg_id": kg_id, "limit": batch_size + len(failed)}).fetchall()
-                if row["id"] not in failed][:batch_size]
+            rows = conn.execute(load_sql("graph/pending_refinement_batch"), {
+                "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed}).fetchall()
         if not rows:
             return stats
         results = refiner.refine_many([(row["subject_text"], row["description_text"]) for row in rows])
@@ -254,7 +252,7 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
             if isinstance(result, Exception):
                 stats.failures += 1
                 stats.last_error = f"{type(result).__name__}: {result}"
-                failed.add(row["id"])
+                failed.append(row["id"])
         vectors = embedder.embed([subject_embedding_text(result.name) for _, result in done]) if done else []
         with database.connect() as conn:
             for (row, result), vector in zip(done, vectors, strict=True):
@@ -290,11 +288,6 @@ def top_subjects(database: Database, user_id: str, limit: int = 10) -> list[dict
     with database.connect(vectors=False) as conn:
         return conn.execute(load_sql("graph/top_subjects"), {"user_id": user_id, "limit": limit}).fetchall()
 
-
-def timed(func: Callable, *args, **kwargs) -> tuple[object, float]:
-    started = time.perf_counter()
-    result = func(*args, **kwargs)
-    return result, time.perf_counter() - started
 
 
 def accumulate(total: dict, stats) -> None:

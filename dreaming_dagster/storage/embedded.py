@@ -78,6 +78,16 @@ def embedded_url(pgdata: Path, database: str = APP_DATABASE) -> str:
     return server.get_uri(database)
 
 
+def scratch_database_url(admin_url: str, prefix: str = "scratch") -> str:
+    """Create a new, empty, uniquely named database on the server of ``admin_url`` (a pgserver URL such
+    as ``postgresql://postgres:@/postgres?host=…``) and return its URL. For tests and benchmarks."""
+    import uuid
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    _ensure_database(admin_url, name)
+    return admin_url.replace("/postgres?", f"/{name}?", 1)
+
+
 def dagster_storage_url(pgdata: Path) -> str:
     """SQLAlchemy URL for Dagster's own storage in the ``dagster`` database of the embedded server.
 

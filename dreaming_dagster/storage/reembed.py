@@ -64,8 +64,7 @@ def _subject_text(row: dict) -> str:
 
 def count_rows(database: Database) -> int:
     with database.connect() as conn:
-        row = conn.execute("SELECT (SELECT count(*) FROM memory_pairs) + (SELECT count(*) FROM subjects) AS n"
-                           ).fetchone()
+        row = conn.execute(load_sql("reembed/count_rows")).fetchone()
     return int(row["n"])
 
 

@@ -1,0 +1,2 @@
+-- How many rows a re-embedding touches (for its progress bar).
+SELECT (SELECT count(*) FROM memory_pairs) + (SELECT count(*) FROM subjects) AS n;
