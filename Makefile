@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint ui bench bench-ingest bench-dreaming bench-sensor clean-data
+.PHONY: install demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-dreaming bench-sensor
+bench: bench-ingest bench-dreaming bench-sensor bench-stages
 
 bench-ingest: install
 	$(BIN)/python bench/ingest.py
@@ -42,3 +42,6 @@ bench-dreaming: install
 
 bench-sensor: install
 	$(BIN)/python bench/sensor.py
+
+bench-stages: install
+	$(BIN)/python bench/stages.py

@@ -1,7 +1,7 @@
 """Extraction providers: ``openai`` (any OpenAI-compatible chat endpoint) and ``offline`` (YAKE).
 
 Why YAKE for offline: it is an unsupervised statistical keyphrase extractor (Campos et al., 2020) that
-needs no model, corpus or download, is deterministic, and runs at ~190 pairs/s on one core here. spaCy's
+needs no model, corpus or download, is deterministic, and runs at ~180 pairs/s on one core here (`make bench-stages`). spaCy's
 named-entity models are not on PyPI; KeyBERT would run the embedding model a second time; RAKE via NLTK
 needs a stop-word download. YAKE keeps proper nouns ("Shell gas station") and multi-word terms
 ("miles per gallon") well; a small filter drops conversational filler ("makes sense", "thanks").

@@ -1,0 +1,131 @@
+"""Where dreaming time goes: the offline extractor alone, a profile of one sync, and a checkpoint UPDATE.
+
+    .venv/bin/python bench/stages.py [--pairs 400] [--runs 3]
+
+- offline extractor: YAKE extraction of --pairs LongMemEval pairs, pairs/s, median of --runs;
+- profile: cProfile of sync_user over --pairs freshly saved pairs (offline providers), split into time
+  waiting on Postgres, in YAKE, and in the embedding model;
+- checkpoint UPDATE: EXPLAIN ANALYZE of setting kg_stored_at on one pair (rolled back), median over 20
+  pairs, with the buffers it touched (every index, HNSW included, gets a new entry: the update is not HOT).
+Results: bench/results/stages.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
+from dreaming_dagster.extraction.providers import OfflineExtractor  # noqa: E402
+from dreaming_dagster.graph.sync import sync_user  # noqa: E402
+from dreaming_dagster.ingest.readers import (  # noqa: E402
+    LineRecord,
+    iter_longmemeval_questions,
+    longmemeval_session_records,
+)
+from dreaming_dagster.ingest.save import save_pairs  # noqa: E402
+from dreaming_dagster.refinement import OfflineRefiner  # noqa: E402
+from dreaming_dagster.storage import embedded  # noqa: E402
+from dreaming_dagster.storage.database import Database  # noqa: E402
+
+ORACLE = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+
+
+def cumulative_seconds(stats: pstats.Stats, path_part: str, function: str) -> float:
+    """Cumulative time of the functions named ``function`` in files containing ``path_part``."""
+    return sum(row[3] for (file, _, name), row in stats.stats.items() if path_part in file and name == function)
+
+
+def call_count(stats: pstats.Stats, path_part: str, function: str) -> int:
+    return sum(row[1] for (file, _, name), row in stats.stats.items() if path_part in file and name == function)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=400)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "stages.json")
+    args = parser.parse_args()
+
+    records = []
+    for item in longmemeval_session_records(iter_longmemeval_questions(ORACLE)):
+        if isinstance(item, LineRecord):
+            records.append(item.raw)
+            if len(records) == args.pairs:
+                break
+
+    extractor = OfflineExtractor()
+    texts = [(r["user_message"], r["assistant_message"]) for r in records]
+    extractor.extract_many(texts[:5])  # warm YAKE's caches
+    extract_runs = []
+    for _ in range(args.runs):
+        started = time.perf_counter()
+        extractor.extract_many(texts)
+        extract_runs.append(time.perf_counter() - started)
+
+    embedder = LocalMiniLMEmbedder(batch_size=64)
+    embedder.embed(["warm-up"])
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
+        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        database = Database(embedded.scratch_database_url(admin_url, "bench"))
+        save_pairs("bench", records, database=database, embedder=embedder)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        result = sync_user("bench", database=database, embedder=embedder, extractor=extractor,
+                           refiner=OfflineRefiner())
+        profiler.disable()
+        stats = pstats.Stats(profiler)
+        total = result.seconds
+
+        update_ms, update_buffers = [], []
+        with database.connect() as conn:
+            ids = [row["id"] for row in conn.execute("SELECT id FROM memory_pairs LIMIT 20")]
+            for pair_id in ids:
+                with conn.transaction(force_rollback=True):
+                    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) UPDATE memory_pairs "
+                                        "SET kg_stored_at = now() WHERE id = %s", (pair_id,)).fetchone()
+                node = plan["QUERY PLAN"][0]
+                update_ms.append(node["Execution Time"])
+                update_buffers.append(node["Plan"]["Shared Hit Blocks"] + node["Plan"]["Shared Read Blocks"])
+
+    database_wait = cumulative_seconds(stats, "psycopg", "wait")
+    yake = cumulative_seconds(stats, "yake", "extract_keywords")
+    model = cumulative_seconds(stats, "dreaming_dagster/embeddings.py", "embed")
+    results = {
+        "benchmark": "stages",
+        "command": "make bench-stages  (.venv/bin/python bench/stages.py)",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "pairs": len(records),
+        "offline_extractor": {"runs_s": [round(s, 2) for s in extract_runs],
+                              "pairs_per_s": round(len(records) / statistics.median(extract_runs), 1)},
+        "sync_profile": {"seconds": round(total, 2),
+                         "postgres_statements": call_count(stats, "psycopg/cursor.py", "execute")
+                         + call_count(stats, "psycopg/cursor.py", "executemany"),
+                         "postgres_wait_s": round(database_wait, 2), "postgres_share": round(database_wait / total, 2),
+                         "yake_s": round(yake, 2), "yake_share": round(yake / total, 2),
+                         "embedding_model_s": round(model, 2), "embedding_share": round(model / total, 2),
+                         "merge": result.merge, "refined": result.refinement.get("refined", 0)},
+        "checkpoint_update": {"median_ms": round(statistics.median(update_ms), 2),
+                              "median_buffers": statistics.median(update_buffers), "samples": len(update_ms)},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
