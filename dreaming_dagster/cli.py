@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -234,6 +235,57 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
 
     exit_on_sigterm()
     run_demo(users=users, questions_per_user=questions_per_user, dataset=dataset, console=wide_console())
+
+
+@main.command()
+@click.argument("query")
+@click.option("--user", "user_id", required=True)
+@click.option("-k", "k", default=10, show_default=True, help="How many memories (1–200).")
+@click.option("--session", "session_id", default=None, help="The caller's current session (same-session signal).")
+@click.option("--as-of", "as_of", default=None, help="Rank the memory as it was then (ISO 8601).")
+@click.option("--kg-id", default="default", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def recall(query: str, user_id: str, k: int, session_id: str | None, as_of: str | None, kg_id: str,
+           as_json: bool) -> None:
+    """The best memories of USER for QUERY, with the seven signals, the weights and the score."""
+    from dreaming_dagster.reporting import recall_table
+    from dreaming_dagster.runtime import default_recaller
+
+    try:
+        result = default_recaller().recall(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2, default=str))
+        return
+    console = wide_console()
+    if not result.memories:
+        console.print(f"{user_id} has no memories to recall" + (f" before {as_of}" if as_of else ""))
+        return
+    console.print(recall_table(result))
+
+
+@main.group()
+def ranker() -> None:
+    """The retrieval ranker's models."""
+
+
+@ranker.command("train-question-type")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="LongMemEval-format file (default: the shared oracle file).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the classifier (default: the file shipped in the package).")
+@click.option("--seed", default=0, show_default=True)
+def train_question_type(dataset: Path | None, out: Path | None, seed: int) -> None:
+    """Train the question-type classifier recall uses to fill the ranker's question-type features."""
+    from dreaming_dagster.demo import default_dataset_path
+    from dreaming_dagster.retrieval.question_type import SHIPPED_CLASSIFIER, train_from_longmemeval
+
+    report = train_from_longmemeval(dataset or default_dataset_path(), default_embedder(),
+                                    out or SHIPPED_CLASSIFIER, seed=seed)
+    per_type = ", ".join(f"{name} {value:.3f}" for name, value in report.per_type.items())
+    click.echo(f"{report.questions} questions · 5-fold accuracy {report.accuracy:.3f} ({per_type}) · "
+               f"wrote {report.path}")
 
 
 def run_with_dagster_env(argv: list[str]) -> int:

@@ -37,3 +37,34 @@ def top_subjects_markdown(user_id: str, rows: Sequence[dict]) -> str:
         lines.append(f"| {name} | {row['subject_type']} | {row['linked_pairs']} | "
                      f"{row['reinforcement_count']} | {'yes' if row['refined'] else ''} |")
     return "\n".join(lines)
+
+
+def _snippet(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def recall_table(result):
+    """A rich table of a :class:`~dreaming_dagster.retrieval.recall.RecallResult`: one row per memory
+    with its seven signals and score, the weights and the model in the caption."""
+    from rich.table import Table
+
+    from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+
+    weights = " · ".join(f"{name} {value:.2f}" for name, value in result.weights.as_dict().items() if value)
+    table = Table(title=f"recall for {result.user_id}: {_snippet(result.query, 60)}",
+                  caption=f"model {result.weights.model} · weights {weights} · scale {result.weights.scale:.2f}"
+                          + (f" · question type {result.question_type}" if result.question_type else "")
+                          + " · " + " ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items()))
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    for name in SIGNAL_NAMES:
+        table.add_column(name.replace("neighbor_density", "density"), justify="right")
+    table.add_column("session")
+    table.add_column("when")
+    table.add_column("memory")
+    for rank, memory in enumerate(result.memories, 1):
+        table.add_row(str(rank), f"{memory.score:.3f}", *(f"{memory.signals[n]:.2f}" for n in SIGNAL_NAMES),
+                      _snippet(memory.session_id, 14), memory.occurred_at.strftime("%Y-%m-%d %H:%M"),
+                      _snippet(f"{memory.user_message} → {memory.assistant_message}", 60))
+    return table

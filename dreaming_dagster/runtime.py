@@ -25,7 +25,18 @@ def default_embedder() -> Embedder:
     return embedder_from_settings(default_settings())
 
 
+@cache
+def default_recaller():
+    from dreaming_dagster.retrieval.recall import Recaller
+
+    settings = default_settings()
+    return Recaller(default_database(), default_embedder(), ranker_path=settings.resolved_ranker_path,
+                    pool_size=settings.recall_pool_size, ef_search=settings.recall_ef_search)
+
+
 def reset_defaults() -> None:
     """Forget cached defaults (after the environment changed, e.g. in tests)."""
-    for func in (default_settings, default_database, default_embedder):
+    if default_recaller.cache_info().currsize:
+        default_recaller().close()
+    for func in (default_settings, default_database, default_embedder, default_recaller):
         func.cache_clear()

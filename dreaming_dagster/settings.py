@@ -61,6 +61,15 @@ class DreamingSettings(BaseSettings):
     merge_threshold: float = Field(default=0.75, gt=0, le=1,
                                    description="cosine similarity at or above which a subject merges")
 
+    # --- retrieval -------------------------------------------------------------------------------
+    ranker_model_path: Path | None = Field(
+        default=None, description="The Composite ranker file recall() loads (v1 or v2, safetensors). Unset: "
+        "<data_dir>/models/ranker.safetensors; with no file there, ranking is pure cosine.")
+    recall_pool_size: int = Field(default=50, ge=1, le=1000,
+                                  description="candidates drawn by cosine before the seven-signal ranking")
+    recall_ef_search: int = Field(default=100, ge=1, le=1000,
+                                  description="hnsw.ef_search of recall connections (raised to the pool size)")
+
     @field_validator("database_url", "embedding_model", "embedding_base_url", "embedding_api_key",
                      "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",
                      mode="before")
@@ -78,6 +87,10 @@ class DreamingSettings(BaseSettings):
     @property
     def uses_embedded_database(self) -> bool:
         return self.database_url is None
+
+    @property
+    def resolved_ranker_path(self) -> Path:
+        return (self.ranker_model_path or self.data_dir / "models" / "ranker.safetensors").resolve()
 
     @property
     def pgdata_dir(self) -> Path:

@@ -1,0 +1,23 @@
+"""Retrieval: the composite query, the ranker model and recall()."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dreaming_dagster.retrieval.recall import RecalledMemory, Recaller, RecallResult
+
+
+def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,
+           as_of: str | datetime | None = None, kg_id: str = "default") -> RecallResult:
+    """The ``k`` best memories of ``user_id`` for ``query``, each with its seven signals and score.
+
+    ``session_id`` is the caller's current chat session (its pairs get the same-session signal);
+    ``as_of`` ranks the memory as it was at that time (only pairs before it; recency measured from it).
+    Uses the environment's settings (``DREAMING_*``): database, embedder and ranker file.
+    """
+    from dreaming_dagster.runtime import default_recaller
+
+    return default_recaller().recall(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)
+
+
+__all__ = ["RecallResult", "RecalledMemory", "Recaller", "recall"]

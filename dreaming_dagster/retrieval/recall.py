@@ -1,0 +1,268 @@
+"""recall(): the best memories for a query, ranked by the seven signals with the weights a model chose.
+
+One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool, computes every
+signal, scores and orders; it also records the user's last-query time. With a trained model loaded, one
+small statement before it reads the model's per-user inputs (``retrieval/user_profile``), then the model
+runs (well under a millisecond). With no model the ranking is pure cosine and the profile is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+
+from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.ingest.records import InvalidInputError, parse_timestamp, validate_identifier
+from dreaming_dagster.retrieval.features import QUESTION_TYPES, UserProfile, build_features
+from dreaming_dagster.retrieval.question_type import QuestionTypeClassifier, shipped_classifier
+from dreaming_dagster.retrieval.ranker import (
+    COSINE_ONLY,
+    RankerFile,
+    SignalWeights,
+    load_ranker,
+    predict_weights,
+)
+from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+
+logger = logging.getLogger(__name__)
+MAX_K = 200
+DEFAULT_POOL_SIZE = 50
+
+
+@dataclass(frozen=True)
+class RecalledMemory:
+    pair_id: str
+    session_id: str
+    turn_index: int | None
+    occurred_at: datetime
+    user_message: str
+    assistant_message: str
+    metadata: Mapping[str, Any]
+    signals: Mapping[str, float]
+    score: float
+
+    def as_dict(self) -> dict:
+        return {"pair_id": self.pair_id, "session_id": self.session_id, "turn_index": self.turn_index,
+                "occurred_at": self.occurred_at.isoformat(), "user_message": self.user_message,
+                "assistant_message": self.assistant_message, "signals": dict(self.signals),
+                "score": self.score}
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    user_id: str
+    kg_id: str
+    query: str
+    memories: list[RecalledMemory]
+    weights: SignalWeights
+    question_type: str | None
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.memories)
+
+    def __iter__(self) -> Iterator[RecalledMemory]:
+        return iter(self.memories)
+
+    def as_dict(self) -> dict:
+        return {"user_id": self.user_id, "kg_id": self.kg_id, "query": self.query,
+                "model": self.weights.model, "question_type": self.question_type,
+                "weights": self.weights.as_dict(), "scale": self.weights.scale,
+                "timings_ms": dict(self.timings_ms), "memories": [m.as_dict() for m in self.memories]}
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    """Validated recall arguments."""
+
+    user_id: str
+    kg_id: str
+    query: str
+    k: int
+    session_id: str | None
+    as_of: datetime | None
+
+
+def validate_request(user_id: object, query: object, k: object = 10, session_id: object = None,
+                     as_of: object = None, kg_id: object = "default") -> RecallRequest:
+    """Check every argument; errors name the field (:class:`InvalidInputError`)."""
+    user_id = validate_identifier(user_id, "user_id")
+    kg_id = validate_identifier(kg_id, "kg_id")
+    if not isinstance(query, str):
+        raise InvalidInputError("query", f"must be a string, got {type(query).__name__}")
+    if not query.strip():
+        raise InvalidInputError("query", "is empty; ask something")
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise InvalidInputError("k", f"must be an integer, got {type(k).__name__}")
+    if not 1 <= k <= MAX_K:
+        raise InvalidInputError("k", f"must be between 1 and {MAX_K}, got {k}")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
+        raise InvalidInputError("session_id", "must be a non-empty string or None")
+    parsed_as_of = None if as_of is None else parse_timestamp(as_of, "as_of")
+    return RecallRequest(user_id=user_id, kg_id=kg_id, query=query.strip(), k=k, session_id=session_id,
+                         as_of=parsed_as_of)
+
+
+def composite_rows(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_embedding: np.ndarray,
+                   weights: SignalWeights, pool_size: int = DEFAULT_POOL_SIZE, row_limit: int | None = None,
+                   as_of: datetime | None = None, reference_time: datetime | None = None,
+                   session_id: str | None = None, remember_query: bool = False) -> list[dict]:
+    """Run the composite statement: the pool with its seven signals and scores, best first.
+
+    Training calls this with ``row_limit=pool_size`` to read the whole pool; recall with its k.
+    """
+    reference_time = reference_time or as_of or datetime.now(UTC)
+    return conn.execute(load_sql("retrieval/composite_ranking"), {
+        "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
+        "pool_size": pool_size, "row_limit": row_limit or pool_size, "as_of": as_of,
+        "reference_time": reference_time, "session_id": session_id, "weights": list(weights.weights),
+        "scale": weights.scale, "remember_query": remember_query,
+    }).fetchall()
+
+
+def read_profile(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_embedding: np.ndarray,
+                 as_of: datetime | None, session_id: str | None) -> UserProfile:
+    row = conn.execute(load_sql("retrieval/user_profile"), {
+        "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
+        "as_of": as_of, "session_id": session_id}).fetchone()
+    return UserProfile(memory_count=row["memory_count"], first_memory_at=row["first_memory_at"],
+                       last_query_at=row["last_query_at"], subject_count=row["subject_count"],
+                       mean_subject_similarity=row["mean_subject_similarity"],
+                       session_pair_count=row["session_pair_count"])
+
+
+def to_memory(row: Mapping[str, Any]) -> RecalledMemory:
+    return RecalledMemory(pair_id=str(row["id"]), session_id=row["session_id"], turn_index=row["turn_index"],
+                          occurred_at=row["occurred_at"], user_message=row["user_message"],
+                          assistant_message=row["assistant_message"], metadata=row["metadata"],
+                          signals={name: float(row[name]) for name in SIGNAL_NAMES}, score=float(row["score"]))
+
+
+class Recaller:
+    """Serves recall for one database and embedder: keeps one connection (HNSW search settings applied
+    once), the ranker file (reloaded when it changes on disk) and the question-type classifier."""
+
+    def __init__(self, database: Database, embedder: Embedder, *, ranker_path: Path | None = None,
+                 classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
+                 ef_search: int = 100):
+        if not 1 <= pool_size <= 1000:
+            raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
+        self.database, self.embedder = database, embedder
+        self.ranker_path = Path(ranker_path) if ranker_path else None
+        self.classifier = classifier if classifier is not None else shipped_classifier()
+        self.pool_size, self.ef_search = pool_size, ef_search
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.Lock()
+        self._ranker: RankerFile | None = None
+        self._ranker_stamp: tuple[int, int] | None = None
+
+    # -- the model --------------------------------------------------------------------------------
+    def ranker(self) -> RankerFile | None:
+        """The ranker file at ``ranker_path``, reloaded when the file changes (publishing a model is
+        replacing the file); None, meaning pure cosine, when there is no file."""
+        if self.ranker_path is None or not self.ranker_path.is_file():
+            self._ranker, self._ranker_stamp = None, None
+            return None
+        stat = self.ranker_path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp != self._ranker_stamp:
+            ranker = load_ranker(self.ranker_path)
+            if ranker.embedding_dim != self.embedder.spec.dimension:
+                raise ValueError(f"ranker {self.ranker_path} reads {ranker.embedding_dim}-d embeddings but the "
+                                 f"embedder is {self.embedder.spec}; retrain it for this embedder")
+            self._ranker, self._ranker_stamp = ranker, stamp
+            logger.info("loaded ranker %s in %.1f ms", ranker.name, ranker.load_seconds * 1000)
+        return self._ranker
+
+    def predict_question_type(self, query_embedding: np.ndarray) -> str | None:
+        classifier = self.classifier
+        if classifier is None or classifier.embedding_dim != len(query_embedding) or (
+                classifier.embedding_model and classifier.embedding_model != self.embedder.spec.model):
+            return None  # no classifier for this embedder: the question-type features stay zero
+        return classifier.predict(query_embedding)
+
+    # -- the connection ---------------------------------------------------------------------------
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self.database.ensure_schema(self.embedder.spec)
+            # prepare_threshold=None: plan every query with its real parameters; a cached generic plan
+            # would pick one pool strategy (HNSW or exact scan) for users of every size.
+            conn = psycopg.connect(self.database.url, autocommit=True, row_factory=dict_row,
+                                   prepare_threshold=None)
+            register_vector(conn)
+            conn.execute(load_sql("retrieval/set_ef_search"), {"ef_search": str(max(self.ef_search, self.pool_size))})
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @contextmanager
+    def _session(self) -> Iterator[psycopg.Connection]:
+        with self._lock:
+            conn = self._connection()
+            try:
+                yield conn
+            except psycopg.OperationalError:
+                conn.close()  # a broken connection is replaced on the next call
+                self._conn = None
+                raise
+
+    # -- recall -----------------------------------------------------------------------------------
+    def recall(self, user_id: object, query: object, k: object = 10, session_id: object = None,
+               as_of: object = None, kg_id: object = "default", *, question_type: str | None = None,
+               remember_query: bool = True) -> RecallResult:
+        request = validate_request(user_id, query, k, session_id, as_of, kg_id)
+        if question_type is not None and question_type not in QUESTION_TYPES:
+            raise InvalidInputError("question_type", f"must be one of {list(QUESTION_TYPES)}")
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        query_embedding = self.embedder.embed([request.query])[0]
+        timings["embed"] = (time.perf_counter() - started) * 1000
+        query_time = request.as_of or datetime.now(UTC)
+        ranker = self.ranker()
+        pool_size = max(self.pool_size, request.k)
+        with self._session() as conn:
+            weights = COSINE_ONLY
+            if ranker is not None:
+                started = time.perf_counter()
+                profile = read_profile(conn, user_id=request.user_id, kg_id=request.kg_id,
+                                       query_embedding=query_embedding, as_of=request.as_of,
+                                       session_id=request.session_id)
+                timings["profile"] = (time.perf_counter() - started) * 1000
+                started = time.perf_counter()
+                question_type = question_type or self.predict_question_type(query_embedding)
+                features = build_features(question_type=question_type, query=request.query,
+                                          query_time=query_time, profile=profile, session_id=request.session_id)
+                weights = predict_weights(ranker, query_embedding, features)
+                timings["model"] = (time.perf_counter() - started) * 1000
+            started = time.perf_counter()
+            rows = composite_rows(conn, user_id=request.user_id, kg_id=request.kg_id,
+                                  query_embedding=query_embedding, weights=weights, pool_size=pool_size,
+                                  row_limit=request.k, as_of=request.as_of, reference_time=query_time,
+                                  session_id=request.session_id,
+                                  remember_query=remember_query and request.as_of is None)
+            timings["query"] = (time.perf_counter() - started) * 1000
+        if any(not math.isfinite(float(row["score"])) for row in rows):
+            raise RuntimeError(f"ranker {weights.model} produced a non-finite score")
+        return RecallResult(user_id=request.user_id, kg_id=request.kg_id, query=request.query,
+                            memories=[to_memory(row) for row in rows], weights=weights,
+                            question_type=question_type, timings_ms=timings)

@@ -1,0 +1,101 @@
+"""The seven ranking signals, their names and order, and a plain-Python reference implementation.
+
+Serving computes the signals in one SQL statement (``dbt_like_sql/retrieval/composite_ranking.sql``);
+this module states the same definitions in Python so the SQL can be checked against them (tests compare
+the two to 1e-6) and so the definitions read in one place. Every signal is in [0, 1]:
+
+- ``cos``: cosine similarity of the query and the pair, clamped at 0;
+- ``rec_lin``: the pair's time, min–max scaled inside the pool (1 when the pool spans no time);
+- ``rec_exp``: 0.5 ** (age_days / 14), age measured from the reference time (as_of or now), never negative;
+- ``subj_freq``: the sum of link counts of the pair's live subjects (links to pairs before as_of), divided
+  by the pool's maximum (0 when no candidate has subjects);
+- ``subj_sem``: the highest cosine between the query and one of the pair's subjects (0 without subjects);
+- ``sess``: 1 when the pair belongs to the caller's current session;
+- ``neighbor_density``: how many other candidates share a subject with the pair, divided by the pool's
+  maximum (0 when no two candidates share one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density")
+V1_SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "subj_freq")
+REC_EXP_HALF_LIFE_DAYS = 14.0
+# With no trained model the ranking is pure cosine, so recall works from the first stored pair.
+COSINE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def expand_weights(weights: Sequence[float], signal_names: Sequence[str]) -> list[float]:
+    """Weights over a subset of signals (a v1 model's three) as the full seven-weight vector the SQL takes."""
+    unknown = set(signal_names) - set(SIGNAL_NAMES)
+    if unknown:
+        raise ValueError(f"unknown signal names {sorted(unknown)}; known: {list(SIGNAL_NAMES)}")
+    if len(weights) != len(signal_names):
+        raise ValueError(f"{len(weights)} weights for {len(signal_names)} signals")
+    by_name = dict(zip(signal_names, weights, strict=True))
+    return [float(by_name.get(name, 0.0)) for name in SIGNAL_NAMES]
+
+
+@dataclass(frozen=True)
+class PoolPair:
+    """One candidate as the reference implementation needs it."""
+
+    pair_id: str
+    session_id: str
+    occurred_at: datetime
+    embedding: np.ndarray
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
+                      pair_subjects: Mapping[str, Sequence[str]],
+                      subject_embeddings: Mapping[str, np.ndarray | None],
+                      subject_link_counts: Mapping[str, int],
+                      reference_time: datetime, session_id: str | None) -> dict[str, dict[str, float]]:
+    """The seven signals of every pool pair, by pair id, computed the slow and obvious way.
+
+    ``pair_subjects`` maps a pair to its live subjects; ``subject_link_counts`` counts each subject's
+    links (to pairs before as_of); ``pool`` is the candidate pool already chosen (top-K by cosine).
+    """
+    if not pool:
+        return {}
+    epochs = {p.pair_id: p.occurred_at.timestamp() for p in pool}
+    lo, hi = min(epochs.values()), max(epochs.values())
+    links = {p.pair_id: float(sum(subject_link_counts.get(s, 0) for s in pair_subjects.get(p.pair_id, ())))
+             for p in pool}
+    neighbors = {}
+    for p in pool:
+        mine = set(pair_subjects.get(p.pair_id, ()))
+        neighbors[p.pair_id] = float(sum(
+            1 for other in pool
+            if other.pair_id != p.pair_id and mine & set(pair_subjects.get(other.pair_id, ()))))
+    max_links, max_neighbors = max(links.values()), max(neighbors.values())
+
+    signals = {}
+    for p in pool:
+        age_days = max((reference_time - p.occurred_at).total_seconds(), 0.0) / 86400.0
+        subject_sims = [_cosine(query, subject_embeddings[s]) for s in pair_subjects.get(p.pair_id, ())
+                        if subject_embeddings.get(s) is not None]
+        signals[p.pair_id] = {
+            "cos": min(max(_cosine(query, p.embedding), 0.0), 1.0),
+            "rec_lin": 1.0 if hi == lo else (epochs[p.pair_id] - lo) / (hi - lo),
+            "rec_exp": 0.5 ** (age_days / REC_EXP_HALF_LIFE_DAYS),
+            "subj_freq": links[p.pair_id] / max_links if max_links else 0.0,
+            "subj_sem": min(max(max(subject_sims), 0.0), 1.0) if subject_sims else 0.0,
+            "sess": 1.0 if session_id is not None and p.session_id == session_id else 0.0,
+            "neighbor_density": neighbors[p.pair_id] / max_neighbors if max_neighbors else 0.0,
+        }
+    return signals
+
+
+def combined_score(signals: Mapping[str, float], weights: Sequence[float], scale: float) -> float:
+    """scale × Σ wₖ·sₖ over the seven signals (the SQL's score)."""
+    return scale * sum(w * signals[name] for w, name in zip(weights, SIGNAL_NAMES, strict=True))

@@ -1,0 +1,236 @@
+"""Retrieval on real Postgres: the composite SQL against the plain-Python reference, cosine order
+without a model, as_of and session semantics, v1/v2 model files, recall's inputs and tenancy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dreaming_dagster.ingest.records import InvalidInputError
+from dreaming_dagster.retrieval.features import FEATURE_NAMES, UserProfile, build_features
+from dreaming_dagster.retrieval.ranker import (
+    COSINE_ONLY,
+    CompositeRanker,
+    RankerFileError,
+    SignalWeights,
+    load_ranker,
+    save_ranker,
+)
+from dreaming_dagster.retrieval.recall import Recaller, composite_rows
+from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, combined_score
+from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_vector
+
+QUERIES = ["what did I say about hiking", "my sister's birthday", "the car", "when did we talk", "x"]
+NOW = EPOCH + timedelta(days=70)
+
+
+@pytest.fixture
+def memory(database):
+    database.ensure_schema(HashEmbedder.spec)
+    return {"alice": build_user(database, "alice", pairs=40, subjects=10, seed=1),
+            "bob": build_user(database, "bob", pairs=30, subjects=8, seed=2)}
+
+
+def sql_pool(database, user_id, query, *, pool_size, weights=COSINE_ONLY, **kwargs):
+    with database.connect() as conn:
+        return composite_rows(conn, user_id=user_id, kg_id="default", query_embedding=query, weights=weights,
+                              pool_size=pool_size, **kwargs)
+
+
+@pytest.mark.parametrize("as_of", [None, EPOCH + timedelta(days=30)])
+@pytest.mark.parametrize("session_id", [None, "s1"])
+def test_sql_signals_equal_the_python_reference(database, memory, as_of, session_id):
+    rng = np.random.default_rng(7)
+    for text in QUERIES:
+        query = text_vector(text)
+        reference_time = as_of or NOW
+        expected = memory["alice"].reference(query, 12, as_of=as_of, reference_time=reference_time,
+                                             session_id=session_id)
+        weights = SignalWeights(tuple(rng.dirichlet(np.ones(7))), float(rng.uniform(0.5, 3)), "random")
+        rows = sql_pool(database, "alice", query, pool_size=12, weights=weights, as_of=as_of,
+                        reference_time=reference_time, session_id=session_id)
+        assert {str(r["id"]) for r in rows} == set(expected)
+        for row in rows:
+            for name in SIGNAL_NAMES:
+                assert row[name] == pytest.approx(expected[str(row["id"])][name], abs=1e-6), name
+                assert 0.0 <= row[name] <= 1.0
+            assert row["score"] == pytest.approx(
+                combined_score(expected[str(row["id"])], weights.weights, weights.scale), abs=1e-6)
+        assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    # The fixture exercises every graph signal (not all zeros), so the comparison above means something.
+    everything = sql_pool(database, "alice", text_vector(QUERIES[0]), pool_size=40, reference_time=NOW)
+    for name in ("subj_freq", "subj_sem", "neighbor_density", "rec_exp"):
+        assert max(r[name] for r in everything) > 0, name
+
+
+def test_default_weights_give_exactly_cosine_order(database, memory):
+    recaller = Recaller(database, HashEmbedder())
+    for text in QUERIES:
+        result = recaller.recall("alice", text, k=40)
+        query = text_vector(text)
+        expected = [p.pair_id for p in memory["alice"].pool(query, 40)]
+        assert [m.pair_id for m in result] == expected
+        assert result.weights == COSINE_ONLY
+
+
+def test_as_of_keeps_only_earlier_pairs_and_measures_recency_from_it(database, memory):
+    as_of = EPOCH + timedelta(days=20)
+    recaller = Recaller(database, HashEmbedder())
+    result = recaller.recall("alice", "the car", k=40, as_of=as_of.isoformat())
+    earlier = [p for p in memory["alice"].pairs if p.occurred_at < as_of]
+    assert len(result) == len(earlier) > 0
+    assert all(m.occurred_at < as_of for m in result)
+    for m in result:
+        age_days = (as_of - m.occurred_at).total_seconds() / 86400
+        assert m.signals["rec_exp"] == pytest.approx(0.5 ** (age_days / 14), abs=1e-9)
+    assert recaller.recall("alice", "the car", as_of="2020-01-01T00:00:00Z").memories == []
+
+
+def test_session_signal_marks_exactly_the_callers_session(database, memory):
+    result = Recaller(database, HashEmbedder()).recall("alice", "when did we talk", k=40, session_id="s2")
+    for m in result:
+        assert m.signals["sess"] == (1.0 if m.session_id == "s2" else 0.0)
+    assert {m.session_id for m in result if m.signals["sess"]} == {"s2"}
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"query": ""}, "query"), ({"query": "   "}, "query"), ({"query": None}, "query"),
+    ({"k": 0}, "k"), ({"k": 201}, "k"), ({"k": "10"}, "k"),
+    ({"as_of": "last tuesday"}, "as_of"), ({"as_of": 12}, "as_of"),
+    ({"user_id": "no spaces allowed"}, "user_id"), ({"session_id": ""}, "session_id"),
+])
+def test_bad_input_names_the_field(database, kwargs, field):
+    arguments = {"user_id": "alice", "query": "hello", "k": 10} | kwargs
+    with pytest.raises(InvalidInputError) as error:
+        Recaller(database, HashEmbedder()).recall(**arguments)
+    assert error.value.field == field and f"'{field}'" in str(error.value)
+
+
+def test_unknown_user_gets_an_empty_result_and_leaves_no_state(database, memory):
+    recaller = Recaller(database, HashEmbedder())
+    assert recaller.recall("nobody", "anything at all").memories == []
+    with database.connect() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM recall_state WHERE user_id = 'nobody'").fetchone()["n"] == 0
+
+
+def test_each_recall_records_the_last_query_time(database, memory):
+    recaller = Recaller(database, HashEmbedder())
+    before = datetime.now(UTC)
+    recaller.recall("alice", "the car")
+    recaller.recall("alice", "my sister's birthday")
+    recaller.recall("alice", "the car", as_of=EPOCH + timedelta(days=10))  # historical: not a real query
+    with database.connect() as conn:
+        state = conn.execute("SELECT * FROM recall_state WHERE user_id = 'alice'").fetchone()
+        profile = conn.execute("SELECT count(*) AS n FROM recall_state WHERE user_id = 'bob'").fetchone()
+    assert state["query_count"] == 2 and state["last_query_at"] >= before
+    assert profile["n"] == 0
+
+
+# --------------------------------------------------------------------------------------- model files
+def write_model(path, n_signals, dimension=8, seed=0):
+    torch.manual_seed(seed)
+    return save_ranker(CompositeRanker(dimension, n_signals), path, embedding_model="test-hash-vectors")
+
+
+@pytest.mark.parametrize(("n_signals", "version"), [(3, "v1"), (7, "v2")])
+def test_model_files_load_by_shape_and_rank(database, memory, tmp_path, n_signals, version):
+    path = write_model(tmp_path / "ranker.safetensors", n_signals)
+    loaded = load_ranker(path)
+    assert loaded.version == version and loaded.feature_names == FEATURE_NAMES
+    recaller = Recaller(database, HashEmbedder(), ranker_path=path)
+    result = recaller.recall("alice", "what did I say about hiking", k=15, session_id="s1")
+    assert result.weights.model.startswith(version)
+    assert sum(result.weights.weights) == pytest.approx(1.0, abs=1e-5) and result.weights.scale > 0
+    if version == "v1":  # three weights: everything else is exactly zero
+        assert {n for n, w in result.weights.as_dict().items() if w > 0} == {"cos", "rec_lin", "subj_freq"}
+    else:
+        assert all(w > 0 for w in result.weights.weights)
+    assert {"profile", "model", "query"} <= set(result.timings_ms)
+    for m in result:
+        assert m.score == pytest.approx(combined_score(m.signals, result.weights.weights,
+                                                       result.weights.scale), abs=1e-6)
+    assert [m.score for m in result] == sorted((m.score for m in result), reverse=True)
+
+
+def test_a_v2_file_is_small_and_self_describing(tmp_path):
+    path = write_model(tmp_path / "v2.safetensors", 7, dimension=384)
+    assert path.stat().st_size < 1_000_000
+    loaded = load_ranker(path)
+    assert loaded.embedding_dim == 384 and loaded.signal_names == SIGNAL_NAMES
+
+
+def test_inconsistent_model_files_are_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    path = write_model(tmp_path / "v1.safetensors", 3)
+    tensors = load_file(str(path))
+    from safetensors import safe_open
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+    save_file(tensors, str(tmp_path / "liar.safetensors"), metadata=metadata | {"version": "v2"})
+    with pytest.raises(RankerFileError, match="shape is v1"):
+        load_ranker(tmp_path / "liar.safetensors")
+    save_file(tensors, str(tmp_path / "other.safetensors"), metadata=metadata | {"feature_names": '["a"]'})
+    with pytest.raises(RankerFileError, match="trained on features"):
+        load_ranker(tmp_path / "other.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"not a model")
+    with pytest.raises(RankerFileError):
+        load_ranker(tmp_path / "junk.safetensors")
+
+
+def test_a_replaced_model_file_is_picked_up(database, memory, tmp_path):
+    path = tmp_path / "ranker.safetensors"
+    recaller = Recaller(database, HashEmbedder(), ranker_path=path)
+    assert recaller.recall("alice", "the car").weights == COSINE_ONLY  # no file yet: cosine
+    write_model(path, 3)
+    assert recaller.recall("alice", "the car").weights.model.startswith("v1")
+    write_model(path, 7, seed=1)
+    assert recaller.recall("alice", "the car").weights.model.startswith("v2")
+
+
+def test_features_are_bounded_and_named():
+    profile = UserProfile(memory_count=5000, first_memory_at=EPOCH, last_query_at=NOW - timedelta(hours=3),
+                          subject_count=800, mean_subject_similarity=0.4, session_pair_count=12)
+    features = build_features(question_type="temporal", query="when did I buy the car", query_time=NOW,
+                              profile=profile, session_id="s1")
+    assert features.shape == (len(FEATURE_NAMES),) and np.all(np.abs(features) <= 1.0)
+    named = dict(zip(FEATURE_NAMES, features.tolist(), strict=True))
+    assert named["qtype_temporal"] == 1.0 and named["in_session"] == 1.0
+    assert named["subject_drift"] == pytest.approx(0.3)
+    fresh = build_features(question_type="preference", query="hi", query_time=NOW, profile=UserProfile(),
+                           session_id=None)
+    assert dict(zip(FEATURE_NAMES, fresh.tolist(), strict=True))["since_last_query"] == 1.0
+
+
+# ------------------------------------------------------------------------------------------- tenancy
+@pytest.fixture(scope="module")
+def crowd(pg_admin_url):
+    """Twelve users with overlapping subject names, in one database shared by the property test."""
+    from dreaming_dagster.storage import embedded
+    from dreaming_dagster.storage.database import Database
+
+    database = Database(embedded.scratch_database_url(pg_admin_url, "crowd"))
+    database.ensure_schema(HashEmbedder.spec)
+    users = {f"user{i}": build_user(database, f"user{i}", pairs=8 + 3 * i, subjects=5, seed=100 + i)
+             for i in range(12)}
+    return database, users
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(user=st.integers(0, 13), query=st.text(min_size=1, max_size=30).filter(str.strip),
+       k=st.integers(1, 200), session=st.sampled_from([None, "s0", "s1", "s3"]),
+       as_of_days=st.one_of(st.none(), st.integers(0, 70)))
+def test_recall_never_returns_another_users_memory(crowd, user, query, k, session, as_of_days):
+    database, users = crowd
+    user_id = f"user{user}"  # user12 and user13 have no memory at all
+    as_of = None if as_of_days is None else EPOCH + timedelta(days=as_of_days)
+    result = Recaller(database, HashEmbedder()).recall(user_id, query, k=k, session_id=session, as_of=as_of)
+    own = {p.pair_id for p in users[user_id].pairs} if user_id in users else set()
+    assert {m.pair_id for m in result} <= own
+    eligible = [p for p in users.get(user_id, users["user0"]).pairs if as_of is None or p.occurred_at < as_of]
+    assert len(result) == (min(k, len(eligible)) if user_id in users else 0)
