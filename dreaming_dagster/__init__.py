@@ -11,5 +11,13 @@ def sync_user(user_id: str, **kwargs):
     return run(user_id, **kwargs)
 
 
-__all__ = ["BatchRejectedError", "InvalidInputError", "MemoryPair", "Rejection", "SaveResult", "save_pairs",
-           "sync_user"]
+def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None, as_of=None,
+           kg_id: str = "default"):
+    """The ``k`` best memories for ``query`` (see :func:`dreaming_dagster.retrieval.recall`)."""
+    from dreaming_dagster.retrieval import recall as run
+
+    return run(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)
+
+
+__all__ = ["BatchRejectedError", "InvalidInputError", "MemoryPair", "Rejection", "SaveResult", "recall",
+           "save_pairs", "sync_user"]

@@ -67,7 +67,7 @@ class DreamingSettings(BaseSettings):
         "<data_dir>/models/ranker.safetensors; with no file there, ranking is pure cosine.")
     recall_pool_size: int = Field(default=50, ge=1, le=1000,
                                   description="candidates drawn by cosine before the seven-signal ranking")
-    recall_ef_search: int = Field(default=100, ge=1, le=1000,
+    recall_ef_search: int = Field(default=200, ge=1, le=1000,
                                   description="hnsw.ef_search of recall connections (raised to the pool size)")
 
     @field_validator("database_url", "embedding_model", "embedding_base_url", "embedding_api_key",

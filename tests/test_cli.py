@@ -76,3 +76,26 @@ def test_ingest_longmemeval_and_stats(cli_env, database, tmp_path):
     assert labels == [True, False]
     stats = CliRunner().invoke(main, ["stats", "--user", "bench"])
     assert stats.exit_code == 0 and "default" in stats.output
+
+
+def test_recall_prints_a_table_or_json_and_names_bad_fields(cli_env, tmp_path):
+    from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+
+    cli_env.setenv("DREAMING_RANKER_MODEL_PATH", str(tmp_path / "no-model-yet.safetensors"))
+    path = write_jsonl(tmp_path / "pairs.jsonl", [json.dumps(pair(n)) for n in range(6)])
+    assert CliRunner().invoke(main, ["ingest", str(path), "--user", "alice"]).exit_code == 0
+    table = CliRunner().invoke(main, ["recall", "--user", "alice", "-k", "3", "user message 2"])
+    assert table.exit_code == 0, table.output
+    assert "recall for alice" in table.output and "subj_sem" in table.output and "cosine" in table.output
+    as_json = CliRunner().invoke(main, ["recall", "--user", "alice", "-k", "3", "--json", "--session", "s1",
+                                        "user message 2"])
+    payload = json.loads(as_json.output)
+    assert len(payload["memories"]) == 3 and payload["weights"]["cos"] == 1.0
+    assert set(payload["memories"][0]["signals"]) == set(SIGNAL_NAMES)
+    assert all(m["signals"]["sess"] == 1.0 for m in payload["memories"])  # every pair is in session s1
+    bad = CliRunner().invoke(main, ["recall", "--user", "alice", "-k", "0", "x"])
+    assert bad.exit_code == 2 and "field 'k'" in bad.output
+    bad_time = CliRunner().invoke(main, ["recall", "--user", "alice", "--as-of", "soonish", "x"])
+    assert bad_time.exit_code == 2 and "field 'as_of'" in bad_time.output
+    nobody = CliRunner().invoke(main, ["recall", "--user", "nobody", "x"])
+    assert nobody.exit_code == 0 and "nobody has no memories" in nobody.output

@@ -115,7 +115,7 @@ def test_unknown_user_gets_an_empty_result_and_leaves_no_state(database, memory)
     recaller = Recaller(database, HashEmbedder())
     assert recaller.recall("nobody", "anything at all").memories == []
     with database.connect() as conn:
-        assert conn.execute("SELECT count(*) AS n FROM recall_state WHERE user_id = 'nobody'").fetchone()["n"] == 0
+        assert conn.execute("SELECT count(*) AS n FROM recall_profiles WHERE user_id = 'nobody'").fetchone()["n"] == 0
 
 
 def test_each_recall_records_the_last_query_time(database, memory):
@@ -125,8 +125,8 @@ def test_each_recall_records_the_last_query_time(database, memory):
     recaller.recall("alice", "my sister's birthday")
     recaller.recall("alice", "the car", as_of=EPOCH + timedelta(days=10))  # historical: not a real query
     with database.connect() as conn:
-        state = conn.execute("SELECT * FROM recall_state WHERE user_id = 'alice'").fetchone()
-        profile = conn.execute("SELECT count(*) AS n FROM recall_state WHERE user_id = 'bob'").fetchone()
+        state = conn.execute("SELECT * FROM recall_profiles WHERE user_id = 'alice'").fetchone()
+        profile = conn.execute("SELECT count(*) AS n FROM recall_profiles WHERE user_id = 'bob'").fetchone()
     assert state["query_count"] == 2 and state["last_query_at"] >= before
     assert profile["n"] == 0
 
@@ -234,3 +234,147 @@ def test_recall_never_returns_another_users_memory(crowd, user, query, k, sessio
     assert {m.pair_id for m in result} <= own
     eligible = [p for p in users.get(user_id, users["user0"]).pairs if as_of is None or p.occurred_at < as_of]
     assert len(result) == (min(k, len(eligible)) if user_id in users else 0)
+
+
+# ------------------------------------------------------------------------- the pool at a real size
+@pytest.fixture(scope="module")
+def indexed_memory(pg_admin_url):
+    """4,000 synthetic 384-d pairs for one user plus 10 light users, bulk-loaded as bench/recall.py does,
+    with the HNSW index built and statistics current."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg.rows import dict_row
+
+    from bench.recall import load_user
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.sql import load_sql
+    from dreaming_dagster.storage import embedded
+    from dreaming_dagster.storage.database import Database
+
+    class Quiet:
+        def update(self, n):
+            pass
+
+    database = Database(embedded.scratch_database_url(pg_admin_url, "hnsw"))
+    database.ensure_schema(LocalMiniLMEmbedder.spec)
+    rng = np.random.default_rng(3)
+    with psycopg.connect(database.url, autocommit=True, row_factory=dict_row) as conn:
+        register_vector(conn)
+        conn.execute(load_sql("bench/drop_vector_indexes"))
+        centres = load_user(conn, rng, "heavy", 4000, 600, 40, 365, Quiet())
+        for u in range(10):
+            load_user(conn, rng, f"light{u}", 100, 20, 5, 30, Quiet())
+        conn.execute(load_sql("bench/create_vector_indexes"))
+        conn.execute("VACUUM ANALYZE")
+    return database, centres
+
+
+def explain(conn, params):
+    from dreaming_dagster.sql import load_sql
+
+    plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + load_sql("retrieval/composite_ranking"),
+                        params).fetchone()["QUERY PLAN"][0]["Plan"]
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", []):
+            yield from nodes(child)
+    return list(nodes(plan))
+
+
+def pool_params(user_id, query, pool_size=50):
+    return {"user_id": user_id, "kg_id": "default", "query": query, "pool_size": pool_size, "row_limit": pool_size,
+            "as_of": None, "reference_time": NOW, "session_id": None, "weights": list(COSINE_ONLY.weights),
+            "scale": 1.0, "remember_query": False}
+
+
+def exact_pool(conn, user_id, query, pool_size=50):
+    from dreaming_dagster.sql import load_sql
+
+    return [r["id"] for r in conn.execute(load_sql("retrieval/exact_top_k"), {
+        "user_id": user_id, "kg_id": "default", "query": query, "pool_size": pool_size})]
+
+
+def test_the_pool_uses_the_hnsw_index_for_a_large_user(indexed_memory):
+    from bench.recall import queries_around
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.retrieval.recall import Recaller
+
+    database, centres = indexed_memory
+    query = queries_around(np.random.default_rng(5), centres, 1)[0]
+
+    class FixedEmbedder:
+        spec = LocalMiniLMEmbedder.spec
+
+        def embed(self, texts):
+            return np.stack([query] * len(texts))
+
+    recaller = Recaller(database, FixedEmbedder(), pool_size=50, ef_search=100)
+    conn = recaller._connection()  # recall's own connection and settings
+    nodes = explain(conn, pool_params("heavy", query))
+    assert any(n.get("Index Name") == "memory_pairs_embedding_hnsw_idx" for n in nodes)
+    exact_scan = [n for n in nodes if n.get("CTE Name") == "exact"]
+    assert exact_scan and all(n.get("Actual Loops", 0) == 0 for n in exact_scan)  # never executed
+    # Approximate, but close: most of the exact top-50 is in the pool.
+    approx = {m.pair_id for m in recaller.recall("heavy", "anything", k=50, remember_query=False)}
+    exact = {str(i) for i in exact_pool(conn, "heavy", query)}
+    assert len(approx) == 50 and len(approx & exact) >= 35
+    recaller.close()
+
+
+def test_a_short_hnsw_scan_falls_back_to_the_exact_pool(indexed_memory):
+    """With ef_search below the pool size the index scan comes back short, as it does for a user with a
+    small share of a big index; the exact scan then supplies the true top-K."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg.rows import dict_row
+
+    from bench.recall import queries_around
+
+    database, centres = indexed_memory
+    with psycopg.connect(database.url, autocommit=True, row_factory=dict_row, prepare_threshold=None) as conn:
+        register_vector(conn)
+        conn.execute("SELECT set_config('hnsw.ef_search', '20', false)")
+        for query in queries_around(np.random.default_rng(9), centres, 3):
+            nodes = explain(conn, pool_params("heavy", query))
+            assert any(n.get("CTE Name") == "exact" and n.get("Actual Loops", 0) > 0 for n in nodes)
+            with conn.cursor() as cursor:
+                rows = cursor.execute(load_composite(), pool_params("heavy", query)).fetchall()
+            assert [r["id"] for r in rows] == exact_pool(conn, "heavy", query)
+        # A light user (100 of 5,000 pairs) always gets its exact pool, whichever path the planner takes.
+        for query in queries_around(np.random.default_rng(11), centres, 3):
+            rows = conn.execute(load_composite(), pool_params("light3", query)).fetchall()
+            assert [r["id"] for r in rows] == exact_pool(conn, "light3", query)
+
+
+def load_composite():
+    from dreaming_dagster.sql import load_sql
+
+    return load_sql("retrieval/composite_ranking")
+
+
+def test_the_profile_is_cached_by_dreaming_and_live_before_it(database, memory):
+    from dreaming_dagster.retrieval.profiles import read_profile, refresh_profile
+
+    query = text_vector("the car")
+    with database.connect() as conn:
+        live = read_profile(conn, user_id="alice", kg_id="default", query_embedding=query, as_of=None, session_id="s1")
+        refresh_profile(database, "alice", "default")
+        cached = read_profile(conn, user_id="alice", kg_id="default", query_embedding=query, as_of=None,
+                              session_id="s1")
+        conn.execute("UPDATE subjects SET archived_at = now() WHERE user_id = 'alice' AND subject_text = 'Topic 2'")
+        stale = read_profile(conn, user_id="alice", kg_id="default", query_embedding=query, as_of=None,
+                             session_id="s1")
+        historical = read_profile(conn, user_id="alice", kg_id="default", query_embedding=query,
+                                  as_of=EPOCH + timedelta(days=10), session_id="s1")
+    memory_alice = memory["alice"]
+    vectors = [v for s, v in memory_alice.subject_vectors.items() if s in memory_alice.live_subjects and v is not None]
+    centroid = np.mean(vectors, axis=0)
+    expected = float(np.dot(centroid, query) / np.linalg.norm(centroid))
+    assert live.memory_count == cached.memory_count == 40
+    assert live.subject_count == cached.subject_count == len(memory_alice.live_subjects)
+    assert live.mean_subject_similarity == pytest.approx(expected, abs=1e-5)
+    assert cached.mean_subject_similarity == pytest.approx(expected, abs=1e-5)
+    assert live.session_pair_count == 10
+    assert stale.subject_count == cached.subject_count  # until the next dreaming run refreshes it
+    assert historical.memory_count == sum(1 for p in memory_alice.pairs if p.occurred_at < EPOCH + timedelta(days=10))

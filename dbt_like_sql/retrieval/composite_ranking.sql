@@ -39,9 +39,11 @@ candidates AS (
     FROM pool
     JOIN memory_pairs p ON p.id = pool.id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
 ),
--- The graph side: each candidate's live subjects (the junction table is the whole graph).
+-- The graph side: each candidate's live subjects (the junction table is the whole graph). The CTEs below
+-- are MATERIALIZED so each is computed once: the planner cannot estimate the pool's size and, inlined,
+-- would re-run them inside nested loops (measured: 4x slower for small users).
 candidate_subjects AS (
-    SELECT c.id AS pair_id, s.id AS subject_id, s.embedding
+    SELECT c.id AS pair_id, s.id AS subject_id, 1 - (s.embedding <=> %(query)s) AS subject_similarity
     FROM candidates c
     JOIN subject_memory_pair_links l
       ON l.pair_id = c.id AND l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s
@@ -49,26 +51,32 @@ candidate_subjects AS (
       ON s.id = l.subject_id AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
 ),
 -- How often each of those subjects comes up: its links over the user's whole memory (before as_of).
-subject_link_counts AS (
-    SELECT l.subject_id, count(*) AS link_count
-    FROM subject_memory_pair_links l
-    WHERE l.subject_id IN (SELECT subject_id FROM candidate_subjects)
-      AND l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s
-      AND (%(as_of)s::timestamptz IS NULL OR EXISTS (
-            SELECT 1 FROM memory_pairs lp
-            WHERE lp.id = l.pair_id AND lp.occurred_at < %(as_of)s::timestamptz))
-    GROUP BY l.subject_id
+-- One index-only count per subject (LATERAL), never a scan of the user's links: a heavy user has
+-- hundreds of thousands. The subject ids are already this user's (checked against subjects.user_id
+-- above) and a link always carries its subject's user (graph/insert_links), so no user filter is needed
+-- here, and leaving it out keeps the count inside the primary-key index.
+subject_link_counts AS MATERIALIZED (
+    SELECT ds.subject_id, counted.link_count
+    FROM (SELECT DISTINCT subject_id FROM candidate_subjects) ds
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS link_count
+        FROM subject_memory_pair_links l
+        WHERE l.subject_id = ds.subject_id
+          AND (%(as_of)s::timestamptz IS NULL OR EXISTS (
+                SELECT 1 FROM memory_pairs lp
+                WHERE lp.id = l.pair_id AND lp.occurred_at < %(as_of)s::timestamptz))
+    ) counted
 ),
-pair_subject_scores AS (
+pair_subject_scores AS MATERIALIZED (
     SELECT cs.pair_id,
            sum(coalesce(slc.link_count, 0))::float8 AS subject_links,
-           max(1 - (cs.embedding <=> %(query)s)) AS best_subject_similarity
+           max(cs.subject_similarity) AS best_subject_similarity
     FROM candidate_subjects cs
     LEFT JOIN subject_link_counts slc USING (subject_id)
     GROUP BY cs.pair_id
 ),
 -- Candidates sharing at least one subject with each candidate (itself excluded).
-neighbor_counts AS (
+neighbor_counts AS MATERIALIZED (
     SELECT a.pair_id, count(DISTINCT b.pair_id)::float8 AS neighbors
     FROM candidate_subjects a
     JOIN candidate_subjects b ON b.subject_id = a.subject_id AND b.pair_id <> a.pair_id
@@ -100,11 +108,11 @@ signals AS (
 ),
 remembered AS (
     -- The user's last-query time is an input of the next query's ranking; only real recalls count.
-    INSERT INTO recall_state AS rs (user_id, kg_id, last_query_at, query_count)
+    INSERT INTO recall_profiles AS rp (user_id, kg_id, last_query_at, query_count)
     SELECT %(user_id)s, %(kg_id)s, clock_timestamp(), 1
     WHERE %(remember_query)s AND EXISTS (SELECT 1 FROM candidates)
     ON CONFLICT (user_id, kg_id)
-    DO UPDATE SET last_query_at = EXCLUDED.last_query_at, query_count = rs.query_count + 1
+    DO UPDATE SET last_query_at = EXCLUDED.last_query_at, query_count = rp.query_count + 1
 )
 SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message, metadata,
        similarity, cos, rec_lin, rec_exp, subj_freq, subj_sem, sess, neighbor_density,

@@ -16,6 +16,7 @@ from dreaming_dagster.graph.merging import merge_ratio
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.records import validate_identifier
 from dreaming_dagster.refinement import Refiner
+from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.storage.database import Database
 
 
@@ -55,6 +56,7 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
             stages.accumulate(result.merge, stages.merge_pending(database, embedder, user_id, kg, threshold=threshold))
             stages.accumulate(result.links, stages.link_pending(database, embedder, user_id, kg, threshold=threshold))
             stages.accumulate(result.refinement, stages.refine_pending(database, refiner, embedder, user_id, kg))
+            refresh_profile(database, user_id, kg)
     result.merge["merge_ratio"] = merge_ratio(result.merge.get("created", 0), result.merge.get("merged", 0))
     result.seconds = round(time.perf_counter() - started, 3)
     return result

@@ -1,10 +1,15 @@
-"""Retrieval: the composite query, the ranker model and recall()."""
+"""Retrieval: the composite query, the ranker model and recall().
+
+Nothing heavy is imported here: the dreaming pipeline imports :mod:`.profiles` without loading torch.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from dreaming_dagster.retrieval.recall import RecalledMemory, Recaller, RecallResult
+if TYPE_CHECKING:
+    from dreaming_dagster.retrieval.recall import RecallResult
 
 
 def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,
@@ -20,4 +25,4 @@ def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,
     return default_recaller().recall(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)
 
 
-__all__ = ["RecallResult", "RecalledMemory", "Recaller", "recall"]
+__all__ = ["recall"]

@@ -26,7 +26,8 @@ from psycopg.rows import dict_row
 
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.ingest.records import InvalidInputError, parse_timestamp, validate_identifier
-from dreaming_dagster.retrieval.features import QUESTION_TYPES, UserProfile, build_features
+from dreaming_dagster.retrieval.features import QUESTION_TYPES, build_features
+from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.question_type import QuestionTypeClassifier, shipped_classifier
 from dreaming_dagster.retrieval.ranker import (
     COSINE_ONLY,
@@ -135,17 +136,6 @@ def composite_rows(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_
     }).fetchall()
 
 
-def read_profile(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_embedding: np.ndarray,
-                 as_of: datetime | None, session_id: str | None) -> UserProfile:
-    row = conn.execute(load_sql("retrieval/user_profile"), {
-        "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
-        "as_of": as_of, "session_id": session_id}).fetchone()
-    return UserProfile(memory_count=row["memory_count"], first_memory_at=row["first_memory_at"],
-                       last_query_at=row["last_query_at"], subject_count=row["subject_count"],
-                       mean_subject_similarity=row["mean_subject_similarity"],
-                       session_pair_count=row["session_pair_count"])
-
-
 def to_memory(row: Mapping[str, Any]) -> RecalledMemory:
     return RecalledMemory(pair_id=str(row["id"]), session_id=row["session_id"], turn_index=row["turn_index"],
                           occurred_at=row["occurred_at"], user_message=row["user_message"],
@@ -159,7 +149,7 @@ class Recaller:
 
     def __init__(self, database: Database, embedder: Embedder, *, ranker_path: Path | None = None,
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
-                 ef_search: int = 100):
+                 ef_search: int = 200):
         if not 1 <= pool_size <= 1000:
             raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
         self.database, self.embedder = database, embedder
@@ -205,7 +195,8 @@ class Recaller:
             conn = psycopg.connect(self.database.url, autocommit=True, row_factory=dict_row,
                                    prepare_threshold=None)
             register_vector(conn)
-            conn.execute(load_sql("retrieval/set_ef_search"), {"ef_search": str(max(self.ef_search, self.pool_size))})
+            conn.execute(load_sql("retrieval/connection_settings"),
+                         {"ef_search": str(max(self.ef_search, self.pool_size))})
             self._conn = conn
         return self._conn
 

@@ -103,6 +103,7 @@ def reembed(database: Database, embedder: Embedder, *, force: bool = False, batc
             result.subjects += _fill(conn, embedder, "reembed/subjects_batch", "reembed/set_subject",
                                      _subject_text, batch_size, on_rows)
             conn.execute(load_sql("reembed/swap_columns"))
+            conn.execute(render_dimension(load_sql("reembed/recompute_centroids"), target.dimension))
             write_config(conn, CONFIG_EMBEDDING_MODEL, target.model)
             write_config(conn, CONFIG_EMBEDDING_DIMENSION, str(target.dimension))
     return result

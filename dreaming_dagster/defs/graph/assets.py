@@ -17,6 +17,7 @@ from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderRe
 from dreaming_dagster.graph import stages
 from dreaming_dagster.graph.merging import merge_ratio
 from dreaming_dagster.reporting import top_subjects_markdown
+from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.storage.database import Database
 
@@ -141,14 +142,20 @@ def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDataba
     description=(
         "Stage 5: subjects whose descriptions became ' | ' junk drawers get a clean 2–5 word name and a 1–3 "
         "sentence narrative (batches of 50, 15 LLM calls in flight, or offline synthesis), then are "
-        "re-embedded so later merges compare against the consolidated subject."
+        "re-embedded so later merges compare against the consolidated subject. Last, the user's retrieval "
+        "profile (pair and subject counts, mean subject embedding) that recall's ranker reads is refreshed."
     ),
 )
 def refined_subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
                      embedder: EmbedderResource, llm: LLMResource) -> dg.MaterializeResult:
     database, model, refiner = dreaming_db.database(), embedder.embedder(), llm.refiner()
-    totals, seconds = for_each_graph(context, database, lambda kg: stages.refine_pending(
-        database, refiner, model, context.partition_key, kg))
+
+    def refine_and_refresh(kg_id: str):
+        refined = stages.refine_pending(database, refiner, model, context.partition_key, kg_id)
+        refresh_profile(database, context.partition_key, kg_id)  # subjects change only in dreaming
+        return refined
+
+    totals, seconds = for_each_graph(context, database, refine_and_refresh)
     if totals.get("failures"):
         context.log.warning(f"{totals['failures']} subject(s) failed refinement: {totals.get('last_error')}")
     top = stages.top_subjects(database, context.partition_key, limit=10)

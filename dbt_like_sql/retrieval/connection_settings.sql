@@ -1,0 +1,7 @@
+-- Settings of a recall connection, applied once when it opens.
+-- hnsw.ef_search: the HNSW search breadth. pgvector 0.6 returns at most ef_search rows from one index
+-- scan, so it must be at least the pool size; larger values trade latency for recall of the true top-K.
+-- synchronous_commit off: each recall writes the user's last-query time; losing the last few of those
+-- in a crash is harmless, waiting for a WAL flush on every query is not.
+SELECT set_config('hnsw.ef_search', %(ef_search)s, false),
+       set_config('synchronous_commit', 'off', false);
