@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages clean-data
+.PHONY: install demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-dreaming bench-sensor bench-stages
+bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall
 
 bench-ingest: install
 	$(BIN)/python bench/ingest.py
@@ -45,3 +45,6 @@ bench-sensor: install
 
 bench-stages: install
 	$(BIN)/python bench/stages.py
+
+bench-recall: install
+	$(BIN)/python bench/recall.py

@@ -52,19 +52,21 @@ def recall_table(result):
     from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
 
     weights = " · ".join(f"{name} {value:.2f}" for name, value in result.weights.as_dict().items() if value)
-    table = Table(title=f"recall for {result.user_id}: {_snippet(result.query, 60)}",
+    table = Table(expand=True, title=f"recall for {result.user_id}: {_snippet(result.query, 60)}",
                   caption=f"model {result.weights.model} · weights {weights} · scale {result.weights.scale:.2f}"
                           + (f" · question type {result.question_type}" if result.question_type else "")
                           + " · " + " ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items()))
-    table.add_column("#", justify="right")
-    table.add_column("score", justify="right")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
     for name in SIGNAL_NAMES:
-        table.add_column(name.replace("neighbor_density", "density"), justify="right")
-    table.add_column("session")
-    table.add_column("when")
-    table.add_column("memory")
+        # Two-line headers keep the seven numbers narrow enough to leave room for the memory itself.
+        header = {"neighbor_density": "nbr\ndensity"}.get(name, name.replace("_", "\n"))
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("session", no_wrap=True, max_width=10)
+    table.add_column("when", no_wrap=True)
+    table.add_column("memory", no_wrap=True, overflow="ellipsis", ratio=1)
     for rank, memory in enumerate(result.memories, 1):
         table.add_row(str(rank), f"{memory.score:.3f}", *(f"{memory.signals[n]:.2f}" for n in SIGNAL_NAMES),
-                      _snippet(memory.session_id, 14), memory.occurred_at.strftime("%Y-%m-%d %H:%M"),
-                      _snippet(f"{memory.user_message} → {memory.assistant_message}", 60))
+                      _snippet(memory.session_id, 12), memory.occurred_at.strftime("%Y-%m-%d"),
+                      _snippet(f"{memory.user_message} → {memory.assistant_message}", 80))
     return table
