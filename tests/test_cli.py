@@ -86,7 +86,8 @@ def test_recall_prints_a_table_or_json_and_names_bad_fields(cli_env, tmp_path):
     assert CliRunner().invoke(main, ["ingest", str(path), "--user", "alice"]).exit_code == 0
     table = CliRunner().invoke(main, ["recall", "--user", "alice", "-k", "3", "user message 2"])
     assert table.exit_code == 0, table.output
-    assert "recall for alice" in table.output and "subj_sem" in table.output and "cosine" in table.output
+    assert "recall for alice" in table.output and "density" in table.output and "cosine" in table.output
+    assert "user message" in table.output and "2024-03-" in table.output  # the memories themselves
     as_json = CliRunner().invoke(main, ["recall", "--user", "alice", "-k", "3", "--json", "--session", "s1",
                                         "user message 2"])
     payload = json.loads(as_json.output)
