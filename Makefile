@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall clean-data
+.PHONY: install demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall
+bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval
 
 bench-ingest: install
 	$(BIN)/python bench/ingest.py
@@ -48,3 +48,6 @@ bench-stages: install
 
 bench-recall: install
 	$(BIN)/python bench/recall.py
+
+bench-longmemeval: install
+	$(BIN)/python bench/longmemeval.py

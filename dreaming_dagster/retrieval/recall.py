@@ -143,6 +143,16 @@ def to_memory(row: Mapping[str, Any]) -> RecalledMemory:
                           signals={name: float(row[name]) for name in SIGNAL_NAMES}, score=float(row["score"]))
 
 
+def open_recall_connection(database: Database, ef_search: int) -> psycopg.Connection:
+    """A connection set up as recall needs it (training builds its pools through one too)."""
+    # prepare_threshold=None: plan every query with its real parameters; a cached generic plan would pick
+    # one pool strategy (HNSW or exact scan) for users of every size.
+    conn = psycopg.connect(database.url, autocommit=True, row_factory=dict_row, prepare_threshold=None)
+    register_vector(conn)
+    conn.execute(load_sql("retrieval/connection_settings"), {"ef_search": str(ef_search)})
+    return conn
+
+
 class Recaller:
     """Serves recall for one database and embedder: keeps one connection (HNSW search settings applied
     once), the ranker file (reloaded when it changes on disk) and the question-type classifier."""
@@ -190,14 +200,7 @@ class Recaller:
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self.database.ensure_schema(self.embedder.spec)
-            # prepare_threshold=None: plan every query with its real parameters; a cached generic plan
-            # would pick one pool strategy (HNSW or exact scan) for users of every size.
-            conn = psycopg.connect(self.database.url, autocommit=True, row_factory=dict_row,
-                                   prepare_threshold=None)
-            register_vector(conn)
-            conn.execute(load_sql("retrieval/connection_settings"),
-                         {"ef_search": str(max(self.ef_search, self.pool_size))})
-            self._conn = conn
+            self._conn = open_recall_connection(self.database, max(self.ef_search, self.pool_size))
         return self._conn
 
     def close(self) -> None:

@@ -1,0 +1,221 @@
+"""The ranker's assets: LongMemEval → memory → pools → models → evaluation (group ``ranker``)."""
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from dreaming_dagster.defs.ranker.config import (
+    LongMemEvalMemoryConfig,
+    LongMemEvalPoolsConfig,
+    RankerModelConfig,
+)
+from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.training.workspace import RankerWorkspace
+
+
+def workspace(dreaming_db: DreamingDatabaseResource) -> RankerWorkspace:
+    return RankerWorkspace(dreaming_db.settings().data_dir.resolve() / "ranker").ensure()
+
+
+def png_markdown(png: bytes, alt: str) -> str:
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
+
+
+@dg.asset(
+    group_name="ranker",
+    kinds={"postgres", "python"},
+    pool="llm",
+    description=(
+        "A LongMemEval-format file turned into benchmark users' memory and dreamed with the configured "
+        "providers: one user holding every session (one-user, the reference's protocol) or one user per "
+        "question with its own haystack (per-question, LongMemEval's). Streams the file; re-runs only do "
+        "what is missing."
+    ),
+)
+def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMemoryConfig,
+                       dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
+                       llm: LLMResource) -> dg.MaterializeResult:
+    from dreaming_dagster.demo import default_dataset_path
+    from dreaming_dagster.training.memory import load_benchmark_memory
+
+    dataset = Path(config.dataset_path) if config.dataset_path else default_dataset_path()
+    model = embedder.embedder()
+    manifest = load_benchmark_memory(dreaming_db.database(), model, llm.extractor(), llm.refiner(), dataset,
+                                     mode=config.mode, user_prefix=config.user_prefix,
+                                     limit=config.limit_questions, log=context.log.info)
+    ws = workspace(dreaming_db)
+    ws.memory_manifest.write_text(manifest.to_json())
+    answerable = [q for q in manifest.questions if q.answerable]
+    by_type: dict[str, list[int]] = {}
+    for q in manifest.questions:
+        row = by_type.setdefault(q.longmemeval_type, [0, 0])
+        row[0] += 1
+        row[1] += q.answerable
+    table = "| question type | questions | answerable |\n|---|---:|---:|\n" + "\n".join(
+        f"| {t} | {n} | {a} |" for t, (n, a) in sorted(by_type.items()))
+    return dg.MaterializeResult(metadata={
+        "dataset": dg.MetadataValue.path(str(dataset)), "sha256": manifest.sha256, "mode": manifest.mode,
+        "questions": len(manifest.questions), "answerable": len(answerable),
+        "abstentions": sum(q.abstention for q in manifest.questions),
+        "users": len(set(manifest.users.values())), **manifest.counts,
+        "embedding_model": model.spec.model, "extraction_provider": llm.extractor().provider,
+        "seconds": manifest.seconds, "questions_by_type": dg.MetadataValue.md(table),
+    })
+
+
+@dg.asset(
+    group_name="ranker",
+    deps=[longmemeval_memory],
+    kinds={"postgres", "pandas", "parquet"},
+    description=(
+        "For every answerable question, the top-K candidate pool with all seven signals from the SQL that "
+        "serves recall, a relevance label (a turn of the pair has has_answer) and the needle flag, plus the "
+        "user's profile as the question saw it; two parquet tables in <data_dir>/ranker/."
+    ),
+)
+def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPoolsConfig,
+                      dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource) -> dg.MaterializeResult:
+    from dreaming_dagster.training.memory import MemoryManifest
+    from dreaming_dagster.training.pools import build_pools
+
+    started = time.perf_counter()
+    ws = workspace(dreaming_db)
+    manifest = MemoryManifest.from_json(ws.require(ws.memory_manifest, "longmemeval_memory").read_text())
+    settings = dreaming_db.settings()
+    total = sum(q.answerable for q in manifest.questions)
+
+    def progress(n: int) -> None:
+        if n % 100 == 0 or n == total:
+            context.log.info(f"pooled {n}/{total} questions")
+
+    pools = build_pools(dreaming_db.database(), embedder.embedder(), manifest.questions, manifest.users,
+                        kg_id=manifest.kg_id, pool_size=config.pool_size, historical=manifest.mode == "per-question",
+                        ef_search=settings.recall_ef_search, on_question=progress)
+    pools.save(ws.pool_questions, ws.pool_candidates)
+    q = pools.questions
+    pool_recall = (q["relevant_in_pool"] / q["total_relevant"]) if len(q) else q.get("total_relevant", [])
+    per_type = q.assign(pool_recall=pool_recall).groupby("longmemeval_type").agg(
+        n=("question_id", "count"), pool_recall=("pool_recall", "mean"), needle_in_pool=("needle_in_pool", "mean"))
+    table = f"| question type | n | pool recall@{config.pool_size} | needle in pool |\n|---|---:|---:|---:|\n" + "\n".join(
+        f"| {t} | {int(r.n)} | {r.pool_recall:.3f} | {100 * r.needle_in_pool:.1f}% |" for t, r in per_type.iterrows())
+    return dg.MaterializeResult(metadata={
+        "questions": len(q), "candidates": len(pools.candidates), "pool_size": config.pool_size,
+        f"pool_recall@{config.pool_size}": float(pool_recall.mean()) if len(q) else 0.0,
+        "needle_in_pool": float(q["needle_in_pool"].mean()) if len(q) else 0.0,
+        "by_question_type": dg.MetadataValue.md(table),
+        "questions_table": dg.MetadataValue.path(str(ws.pool_questions)),
+        "candidates_table": dg.MetadataValue.path(str(ws.pool_candidates)),
+        "seconds": round(time.perf_counter() - started, 1),
+    })
+
+
+@dg.asset(
+    group_name="ranker",
+    deps=[longmemeval_pools],
+    kinds={"torch"},
+    description=(
+        "The Composite ranker trained with ApproxNDCG on the pools: v2 (7 weights + scale) and, for "
+        "comparison, v1 (3 weights), 80/20 split by question stratified by type, best epoch by validation "
+        "NDCG@10, deterministic for a seed. v2 is published for recall() only if it beats pure cosine on "
+        "validation."
+    ),
+)
+def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, dreaming_db: DreamingDatabaseResource,
+                 embedder: EmbedderResource) -> dg.MaterializeResult:
+    from dreaming_dagster.retrieval.ranker import save_ranker
+    from dreaming_dagster.training.evaluation import training_curves_png
+    from dreaming_dagster.training.fit import fit_rankers
+    from dreaming_dagster.training.pools import Pools
+    from dreaming_dagster.training.train import TrainingData
+
+    started = time.perf_counter()
+    ws = workspace(dreaming_db)
+    pools = Pools.load(ws.require(ws.pool_questions, "longmemeval_pools"), ws.pool_candidates)
+    data = TrainingData.from_pools(pools.questions, pools.candidates)
+    model_name = embedder.embedder().spec.model
+    report = fit_rankers(data, embedding_model=model_name, validation_share=config.validation_share,
+                         seed=config.seed, epochs=config.epochs, learning_rate=config.learning_rate,
+                         temperature=config.temperature, batch_size=config.batch_size, log=context.log.info)
+    for version, outcome in report.outcomes.items():
+        save_ranker(outcome.model, ws.model(version), embedding_model=model_name, extra={
+            "best_epoch": outcome.best_epoch, "validation_ndcg@10": outcome.best_validation_ndcg10,
+            "cosine_validation_ndcg@10": report.cosine_validation_ndcg10, "config": config.model_dump()})
+    v2 = report.outcomes["v2"]
+    beats_cosine = v2.best_validation_ndcg10 > report.cosine_validation_ndcg10
+    published = None
+    if config.promote and beats_cosine:
+        published = save_ranker(v2.model, dreaming_db.settings().resolved_ranker_path, embedding_model=model_name,
+                                extra={"validation_ndcg@10": v2.best_validation_ndcg10,
+                                       "cosine_validation_ndcg@10": report.cosine_validation_ndcg10})
+        context.log.info(f"published v2 for recall(): {published}")
+    elif not beats_cosine:
+        context.log.warning("v2 does not beat cosine on validation; recall() keeps its current ranking")
+    ws.training.write_text(json.dumps({**report.as_json(), "config": config.model_dump(),
+                                       "published": str(published) if published else None}, indent=1))
+    curves = training_curves_png({v: o.history for v, o in report.outcomes.items()}, report.cosine_validation_ndcg10)
+    ws.curves_png.write_bytes(curves)
+    return dg.MaterializeResult(metadata={
+        "validation_ndcg@10_v2": v2.best_validation_ndcg10,
+        "validation_ndcg@10_v1": report.outcomes["v1"].best_validation_ndcg10,
+        "validation_ndcg@10_cosine": report.cosine_validation_ndcg10,
+        "best_epoch_v2": v2.best_epoch, "best_epoch_v1": report.outcomes["v1"].best_epoch,
+        "published": published is not None,
+        "published_path": dg.MetadataValue.path(str(published)) if published else "not published",
+        "question_type_accuracy_validation": report.classifier_validation_accuracy,
+        "training_questions": len(report.train_ids), "validation_questions": len(report.validation_ids),
+        "training_curves": dg.MetadataValue.md(png_markdown(curves, "training curves")),
+        "seconds": round(time.perf_counter() - started, 1),
+    })
+
+
+@dg.asset(
+    group_name="ranker",
+    deps=[ranker_model],
+    kinds={"torch", "markdown"},
+    description=(
+        "Cosine, v1 and v2 on identical pools: NDCG@10/@5, Recall@10/@5, MRR, needle hit %, pool recall@50 "
+        "(the ceiling), Recall@10 per question type and the mean learned weights; on the validation split "
+        "and on all answerable questions, with the predicted question type (and the gold one for reference)."
+    ),
+)
+def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource) -> dg.MaterializeResult:
+    from dreaming_dagster.retrieval.ranker import load_ranker
+    from dreaming_dagster.training.evaluation import evaluate, markdown_report
+    from dreaming_dagster.training.memory import MemoryManifest
+    from dreaming_dagster.training.pools import Pools
+    from dreaming_dagster.training.train import TrainingData
+
+    ws = workspace(dreaming_db)
+    training = json.loads(ws.require(ws.training, "ranker_model").read_text())
+    manifest = MemoryManifest.from_json(ws.memory_manifest.read_text())
+    pools = Pools.load(ws.pool_questions, ws.pool_candidates)
+    data = TrainingData.from_pools(pools.questions, pools.candidates)
+    models = {version: load_ranker(ws.require(ws.model(version), "ranker_model")).model for version in ("v1", "v2")}
+    position = {qid: i for i, qid in enumerate(data.question_ids)}
+    evaluation = evaluate(
+        data, models, predicted_features=data.features([training["predicted_types"][q] for q in data.question_ids]),
+        gold_features=data.features(data.ranker_types),
+        splits={"validation": [position[q] for q in training["validation_ids"]], "all": list(range(len(data)))})
+    context_lines = {"dataset": f"{Path(manifest.dataset).name} (sha256 {manifest.sha256[:16]}…)",
+                     "mode": manifest.mode, "pool size": str(int(pools.questions["candidates"].max())),
+                     "question-type accuracy (validation, classifier fitted on the training split)":
+                         f"{training['classifier_validation_accuracy']:.3f}",
+                     "best epochs": ", ".join(f"{v} {m['best_epoch']}" for v, m in training["models"].items())}
+    report = markdown_report(evaluation, title="Ranker evaluation", context=context_lines)
+    ws.evaluation_markdown.write_text(report)
+    ws.evaluation_json.write_text(json.dumps({"context": context_lines, **evaluation.as_dict()}, indent=1))
+    validation = evaluation.overall["validation"]
+    curves = ws.curves_png.read_bytes() if ws.curves_png.is_file() else b""
+    return dg.MaterializeResult(metadata={
+        "report": dg.MetadataValue.md(report),
+        "validation_recall@10_v2": validation["v2"]["recall@10"],
+        "validation_recall@10_cosine": validation["cosine"]["recall@10"],
+        "validation_ndcg@10_v2": validation["v2"]["ndcg@10"],
+        "validation_ndcg@10_cosine": validation["cosine"]["ndcg@10"],
+        "pool_recall@50": validation["cosine"]["pool_recall"],
+        "training_curves": dg.MetadataValue.md(png_markdown(curves, "training curves")) if curves else "none",
+        "report_path": dg.MetadataValue.path(str(ws.evaluation_markdown)),
+    })

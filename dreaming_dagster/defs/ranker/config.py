@@ -1,0 +1,30 @@
+"""Run configuration of the ranker assets (editable in the launchpad)."""
+
+from typing import Literal
+
+import dagster as dg
+from pydantic import Field
+
+
+class LongMemEvalMemoryConfig(dg.Config):
+    dataset_path: str = Field(default="", description="LongMemEval-format file; empty: the shared oracle file "
+                              "(or DREAMING_LONGMEMEVAL_PATH)")
+    mode: Literal["one-user", "per-question"] = Field(
+        default="one-user", description="one-user: every session is one user's memory (the reference's "
+        "protocol); per-question: each question is its own user with its own haystack (LongMemEval's)")
+    user_prefix: str = Field(default="longmemeval", description="benchmark user id (one-user) or its prefix")
+    limit_questions: int | None = Field(default=None, ge=1, description="only the first N questions")
+
+
+class LongMemEvalPoolsConfig(dg.Config):
+    pool_size: int = Field(default=50, ge=5, le=1000, description="candidates per question")
+
+
+class RankerModelConfig(dg.Config):
+    epochs: int = Field(default=50, ge=1, le=1000)
+    validation_share: float = Field(default=0.2, gt=0, lt=1, description="questions held out, per type")
+    learning_rate: float = Field(default=1e-3, gt=0)
+    seed: int = 0
+    temperature: float = Field(default=0.05, gt=0, description="ApproxNDCG's sigmoid temperature")
+    batch_size: int = Field(default=32, ge=1)
+    promote: bool = Field(default=True, description="publish v2 for recall() when it beats cosine on validation")

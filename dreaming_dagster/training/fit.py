@@ -1,0 +1,78 @@
+"""The ranker training step as one function: split, question-type classifier, v2 and v1 models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dreaming_dagster.retrieval.features import QUESTION_TYPES
+from dreaming_dagster.retrieval.question_type import fit_classifier
+from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.training.split import stratified_split
+from dreaming_dagster.training.train import (
+    TrainingData,
+    TrainingOutcome,
+    mean_metric,
+    ranking_metrics,
+    train_ranker,
+)
+
+VERSIONS = ("v2", "v1")
+
+
+@dataclass
+class FitReport:
+    outcomes: dict[str, TrainingOutcome]
+    train_ids: list[str]
+    validation_ids: list[str]
+    predicted_types: dict[str, str]
+    classifier_validation_accuracy: float
+    cosine_validation_ndcg10: float
+
+    def rows(self, data: TrainingData, ids: list[str]) -> list[int]:
+        position = {qid: i for i, qid in enumerate(data.question_ids)}
+        return [position[qid] for qid in ids]
+
+    def as_json(self) -> dict:
+        return {"train_ids": self.train_ids, "validation_ids": self.validation_ids,
+                "predicted_types": self.predicted_types,
+                "classifier_validation_accuracy": self.classifier_validation_accuracy,
+                "cosine_validation_ndcg@10": self.cosine_validation_ndcg10,
+                "models": {v: {"best_epoch": o.best_epoch, "best_validation_ndcg@10": o.best_validation_ndcg10,
+                               "history": o.history} for v, o in self.outcomes.items()}}
+
+
+def fit_rankers(data: TrainingData, *, embedding_model: str, validation_share: float = 0.2, seed: int = 0,
+                epochs: int = 50, learning_rate: float = 1e-3, temperature: float = 0.05, batch_size: int = 32,
+                log: Callable[[str], None] = print) -> FitReport:
+    """Split by question (stratified by LongMemEval type), train v2 and v1 on gold question types, and
+    predict every question's type with a classifier fitted on the training split only (so validation
+    predictions are honest)."""
+    train_ids, validation_ids = stratified_split(data.question_ids, data.longmemeval_types,
+                                                 validation_share=validation_share, seed=seed)
+    position = {qid: i for i, qid in enumerate(data.question_ids)}
+    train_rows = [position[q] for q in train_ids]
+    validation_rows = [position[q] for q in validation_ids]
+    classifier = fit_classifier(data.embeddings[train_rows], [data.ranker_types[i] for i in train_rows],
+                                embedding_model=embedding_model, seed=seed)
+    predicted = [QUESTION_TYPES[i] for i in classifier.probabilities(data.embeddings).argmax(axis=1)]
+    accuracy = float(np.mean([predicted[i] == data.ranker_types[i] for i in validation_rows]))
+    gold_features = data.features(data.ranker_types)
+    cosine = mean_metric(ranking_metrics(data, data.signals[validation_rows][..., SIGNAL_NAMES.index("cos")],
+                                         validation_rows), "ndcg@10")
+    log(f"{len(train_rows)} training / {len(validation_rows)} validation questions; cosine validation "
+        f"NDCG@10 {cosine:.4f}; question-type accuracy on validation {accuracy:.3f}")
+    outcomes = {}
+    for version in VERSIONS:
+        def report(row, version=version):
+            if row["epoch"] == 1 or row["epoch"] % 10 == 0 or row["epoch"] == epochs:
+                log(f"{version} epoch {row['epoch']}/{epochs}: loss {row['loss']:.4f} · train NDCG@10 "
+                    f"{row['train_ndcg@10']:.4f} · validation NDCG@10 {row['validation_ndcg@10']:.4f}")
+        outcomes[version] = train_ranker(data, gold_features, train_rows, validation_rows, version=version,
+                                         epochs=epochs, learning_rate=learning_rate, seed=seed,
+                                         temperature=temperature, batch_size=batch_size, on_epoch=report)
+    return FitReport(outcomes=outcomes, train_ids=train_ids, validation_ids=validation_ids,
+                     predicted_types=dict(zip(data.question_ids, predicted, strict=True)),
+                     classifier_validation_accuracy=accuracy, cosine_validation_ndcg10=cosine)

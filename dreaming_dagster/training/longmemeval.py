@@ -1,0 +1,92 @@
+"""LongMemEval questions as ranking tasks: which stored pairs answer each question.
+
+A pair (one user turn and the assistant's reply, as ingestion stores it) is **relevant** to a question
+when one of its two turns has ``has_answer: true`` in that question's own copy of the session — labels are
+read per question, because a session shared by two questions can carry different labels in each. The
+**needle** is the relevant pair of the question's latest evidence session (by session date); when that
+session holds several, the last of them (the most recent statement, which is what a knowledge-update
+question asks for). A question is **answerable** when it is not an abstention (``_abs``) and has at least
+one relevant pair.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dreaming_dagster.ingest.readers import iter_longmemeval_questions, session_pairs
+from dreaming_dagster.ingest.records import parse_timestamp
+from dreaming_dagster.retrieval.features import question_type_of
+
+PairKey = tuple[str, int]  # (session_id, turn_index) as stored in memory_pairs
+MODES = ("one-user", "per-question")
+
+
+@dataclass(frozen=True)
+class BenchmarkQuestion:
+    question_id: str
+    longmemeval_type: str
+    question: str
+    question_date: datetime
+    relevant: frozenset[PairKey]
+    needle: PairKey | None
+    session_ids: tuple[str, ...]
+
+    @property
+    def ranker_type(self) -> str:
+        return question_type_of(self.longmemeval_type)
+
+    @property
+    def abstention(self) -> bool:
+        return self.question_id.endswith("_abs")
+
+    @property
+    def answerable(self) -> bool:
+        return not self.abstention and bool(self.relevant)
+
+
+def parse_question(raw: dict[str, Any]) -> BenchmarkQuestion:
+    question_id = str(raw["question_id"])
+    relevant: set[PairKey] = set()
+    latest: tuple[datetime, str] | None = None
+    needle: PairKey | None = None
+    for session_id, date, turns in zip(raw.get("haystack_session_ids") or [], raw.get("haystack_dates") or [],
+                                       raw.get("haystack_sessions") or [], strict=True):
+        when = parse_timestamp(date, "haystack_dates")
+        found = [index for index, _, _, has_answer in session_pairs(turns) if has_answer]
+        relevant.update((session_id, index) for index in found)
+        if found and (latest is None or (when, session_id) >= latest):
+            latest, needle = (when, session_id), (session_id, found[-1])
+    return BenchmarkQuestion(
+        question_id=question_id, longmemeval_type=str(raw["question_type"]), question=str(raw["question"]),
+        question_date=parse_timestamp(raw["question_date"], "question_date"), relevant=frozenset(relevant),
+        needle=needle, session_ids=tuple(raw.get("haystack_session_ids") or []))
+
+
+def iter_questions(path: Path, limit: int | None = None) -> Iterator[tuple[dict[str, Any], BenchmarkQuestion]]:
+    """Stream (raw record, parsed question) pairs; the file is never loaded whole (``_s`` is ~260 MB)."""
+    for count, raw in enumerate(iter_longmemeval_questions(Path(path))):
+        if limit is not None and count >= limit:
+            return
+        yield raw, parse_question(raw)
+
+
+def benchmark_user(mode: str, user_prefix: str, question_id: str) -> str:
+    """The memory a question is asked against: one user for the whole file, or one per question."""
+    if mode == "one-user":
+        return user_prefix
+    if mode == "per-question":
+        return f"{user_prefix}-{question_id}"
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,124 @@
+"""Turning a LongMemEval-format file into benchmark users' memory, dreamed like any user's.
+
+``one-user``: every session of the file is one user's memory and each question's pool is drawn from all of
+it (the reference's protocol). ``per-question``: each question is its own user with its own haystack
+(LongMemEval's standard protocol). Both stream the file question by question — the ``_s`` split is
+~260 MB — save pairs in chunks (the same save path as any client: duplicates are skipped before
+embedding, so a re-run only does what is missing) and dream with the configured providers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.extraction.providers import Extractor
+from dreaming_dagster.graph.sync import sync_user
+from dreaming_dagster.ingest.readers import longmemeval_session_records
+from dreaming_dagster.ingest.records import InvalidInputError, Rejection, parse_pair
+from dreaming_dagster.ingest.save import save_validated_pairs
+from dreaming_dagster.refinement import Refiner
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.training.longmemeval import (
+    BenchmarkQuestion,
+    benchmark_user,
+    file_sha256,
+    iter_questions,
+)
+
+CHUNK = 256
+
+
+@dataclass
+class MemoryManifest:
+    dataset: str
+    sha256: str
+    mode: str
+    user_prefix: str
+    kg_id: str
+    questions: list[BenchmarkQuestion]
+    users: dict[str, str]
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "dataset": self.dataset, "sha256": self.sha256, "mode": self.mode, "user_prefix": self.user_prefix,
+            "kg_id": self.kg_id, "users": self.users, "counts": self.counts, "seconds": self.seconds,
+            "questions": [{"question_id": q.question_id, "longmemeval_type": q.longmemeval_type,
+                           "question": q.question, "question_date": q.question_date.isoformat(),
+                           "relevant": sorted(q.relevant), "needle": q.needle, "session_ids": q.session_ids}
+                          for q in self.questions]}, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> MemoryManifest:
+        raw = json.loads(text)
+        questions = [BenchmarkQuestion(
+            question_id=q["question_id"], longmemeval_type=q["longmemeval_type"], question=q["question"],
+            question_date=datetime.fromisoformat(q["question_date"]),
+            relevant=frozenset((s, i) for s, i in q["relevant"]),
+            needle=tuple(q["needle"]) if q["needle"] else None, session_ids=tuple(q["session_ids"]))
+            for q in raw["questions"]]
+        return cls(dataset=raw["dataset"], sha256=raw["sha256"], mode=raw["mode"], user_prefix=raw["user_prefix"],
+                   kg_id=raw["kg_id"], questions=questions, users=raw["users"], counts=raw["counts"],
+                   seconds=raw["seconds"])
+
+
+def load_benchmark_memory(database: Database, embedder: Embedder, extractor: Extractor, refiner: Refiner,
+                          dataset: Path, *, mode: str, user_prefix: str = "longmemeval", kg_id: str = "default",
+                          limit: int | None = None, log: Callable[[str], None] = print) -> MemoryManifest:
+    started = time.perf_counter()
+    counts = {"pairs_inserted": 0, "pairs_duplicate": 0, "pairs_rejected": 0, "subjects_created": 0,
+              "subjects_merged": 0, "links": 0}
+    questions: list[BenchmarkQuestion] = []
+    users: dict[str, str] = {}
+    pending: dict[str, list] = {}
+
+    def flush(user_id: str) -> None:
+        batch = pending.pop(user_id, [])
+        if batch:
+            result = save_validated_pairs(database, embedder, user_id, kg_id, batch)
+            counts["pairs_inserted"] += result.inserted
+            counts["pairs_duplicate"] += result.duplicates
+
+    def dream(user_id: str) -> None:
+        flush(user_id)
+        result = sync_user(user_id, database=database, embedder=embedder, extractor=extractor, refiner=refiner,
+                           kg_id=kg_id)
+        counts["subjects_created"] += result.merge.get("created", 0)
+        counts["subjects_merged"] += result.merge.get("merged", 0)
+        counts["links"] += result.links.get("links", 0)
+
+    for n, (raw, question) in enumerate(iter_questions(dataset, limit), 1):
+        user_id = benchmark_user(mode, user_prefix, question.question_id)
+        questions.append(question)
+        users[question.question_id] = user_id
+        for item in longmemeval_session_records([raw]):
+            if isinstance(item, Rejection):
+                counts["pairs_rejected"] += 1
+                log(f"skipped {item}")
+                continue
+            try:
+                pending.setdefault(user_id, []).append(parse_pair(item.raw, item.where))
+            except InvalidInputError as error:
+                counts["pairs_rejected"] += 1
+                log(f"skipped {item.where}: {error}")
+            if len(pending.get(user_id, [])) >= CHUNK:
+                flush(user_id)
+        if mode == "per-question":
+            dream(user_id)
+        if n % 25 == 0:
+            log(f"{n} questions read · {counts['pairs_inserted']:,} pairs stored")
+    if mode == "one-user" and questions:
+        user_id = benchmark_user(mode, user_prefix, questions[0].question_id)
+        flush(user_id)
+        log(f"dreaming {user_id}: {counts['pairs_inserted']:,} new pairs")
+        dream(user_id)
+    return MemoryManifest(dataset=str(dataset), sha256=file_sha256(dataset), mode=mode, user_prefix=user_prefix,
+                          kg_id=kg_id, questions=questions, users=users, counts=counts,
+                          seconds=round(time.perf_counter() - started, 1))

@@ -1,0 +1,82 @@
+"""Candidate pools for LongMemEval questions, built with the very statement that serves recall.
+
+For each answerable question: its embedding, the top-``pool_size`` pairs of its benchmark user with all
+seven signals (``retrieval/composite_ranking`` with cosine weights, so the rows come in cosine order),
+a relevance label and a needle flag per candidate, and the user's profile (the ranker's per-user inputs)
+as the question saw it. Two tables: one row per question, one row per (question, candidate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.retrieval.profiles import read_profile
+from dreaming_dagster.retrieval.ranker import COSINE_ONLY
+from dreaming_dagster.retrieval.recall import composite_rows, open_recall_connection
+from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.training.longmemeval import BenchmarkQuestion
+
+
+@dataclass
+class Pools:
+    questions: pd.DataFrame
+    candidates: pd.DataFrame
+
+    def save(self, questions_path, candidates_path) -> None:
+        self.questions.to_parquet(questions_path, index=False)
+        self.candidates.to_parquet(candidates_path, index=False)
+
+    @classmethod
+    def load(cls, questions_path, candidates_path) -> Pools:
+        return cls(pd.read_parquet(questions_path), pd.read_parquet(candidates_path))
+
+
+def build_pools(database: Database, embedder: Embedder, questions: Sequence[BenchmarkQuestion],
+                users: dict[str, str], *, kg_id: str = "default", pool_size: int = 50, historical: bool = False,
+                ef_search: int = 200, on_question: Callable[[int], None] | None = None) -> Pools:
+    """Pools for every answerable question of ``questions`` (``users`` maps question id → benchmark user).
+
+    ``historical`` (per-question mode) draws each pool only from pairs before the question's date; the
+    one-user mode draws from the whole memory, as the reference did. Recency is always measured from the
+    question's date.
+    """
+    answerable = [q for q in questions if q.answerable]
+    embeddings = np.asarray(embedder.embed([q.question for q in answerable]), dtype=np.float32)
+    question_rows, candidate_rows = [], []
+    database.ensure_schema(embedder.spec)
+    with open_recall_connection(database, max(ef_search, pool_size)) as conn:
+        for n, (question, embedding) in enumerate(zip(answerable, embeddings, strict=True), 1):
+            user_id = users[question.question_id]
+            as_of = question.question_date if historical else None
+            rows = composite_rows(conn, user_id=user_id, kg_id=kg_id, query_embedding=embedding,
+                                  weights=COSINE_ONLY, pool_size=pool_size, row_limit=pool_size, as_of=as_of,
+                                  reference_time=question.question_date, session_id=None)
+            profile = read_profile(conn, user_id=user_id, kg_id=kg_id, query_embedding=embedding, as_of=as_of,
+                                   session_id=None)
+            relevant_in_pool = 0
+            for rank, row in enumerate(rows):
+                key = (row["session_id"], row["turn_index"])
+                relevant = key in question.relevant
+                relevant_in_pool += relevant
+                candidate_rows.append({
+                    "question_id": question.question_id, "rank": rank, "pair_id": str(row["id"]),
+                    "session_id": row["session_id"], "turn_index": row["turn_index"],
+                    "similarity": float(row["similarity"]), **{name: float(row[name]) for name in SIGNAL_NAMES},
+                    "relevant": relevant, "needle": key == question.needle})
+            question_rows.append({
+                "question_id": question.question_id, "longmemeval_type": question.longmemeval_type,
+                "ranker_type": question.ranker_type, "question": question.question,
+                "question_date": question.question_date, "user_id": user_id,
+                "total_relevant": len(question.relevant), "relevant_in_pool": relevant_in_pool,
+                "needle_in_pool": any(r["needle"] for r in candidate_rows[len(candidate_rows) - len(rows):]),
+                "candidates": len(rows), "embedding": embedding.tolist(),
+                **{f"profile_{k}": v for k, v in asdict(profile).items()}})
+            if on_question:
+                on_question(n)
+    return Pools(pd.DataFrame(question_rows), pd.DataFrame(candidate_rows))

@@ -1,0 +1,52 @@
+"""Where the ranker assets keep their artifacts (``<data_dir>/ranker/``): one file per product, so every
+asset can be re-run alone and a person can open what it wrote."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RankerWorkspace:
+    root: Path
+
+    def ensure(self) -> RankerWorkspace:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @property
+    def memory_manifest(self) -> Path:
+        return self.root / "memory.json"
+
+    @property
+    def pool_questions(self) -> Path:
+        return self.root / "pools_questions.parquet"
+
+    @property
+    def pool_candidates(self) -> Path:
+        return self.root / "pools_candidates.parquet"
+
+    @property
+    def training(self) -> Path:
+        return self.root / "training.json"
+
+    def model(self, version: str) -> Path:
+        return self.root / f"ranker_{version}.safetensors"
+
+    @property
+    def evaluation_json(self) -> Path:
+        return self.root / "evaluation.json"
+
+    @property
+    def evaluation_markdown(self) -> Path:
+        return self.root / "evaluation.md"
+
+    @property
+    def curves_png(self) -> Path:
+        return self.root / "training_curves.png"
+
+    def require(self, path: Path, producer: str) -> Path:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: materialize {producer} first")
+        return path
