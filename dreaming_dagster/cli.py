@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -297,6 +298,10 @@ def run_with_dagster_env(argv: list[str]) -> int:
     from dreaming_dagster.dagster_env import configure_dagster_environment
 
     configure_dagster_environment(default_settings())
+    # The project's own tools (dagster, dg) live beside this interpreter: `.venv/bin/dreaming exec -- dagster
+    # …` must work without the venv on PATH.
+    tools = str(Path(sys.executable).parent)
+    os.environ["PATH"] = tools + os.pathsep + os.environ.get("PATH", "")
     try:
         # Its own session: a terminal's Ctrl-C reaches only this process, which forwards it once.
         child = subprocess.Popen(argv, start_new_session=True)

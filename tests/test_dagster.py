@@ -119,6 +119,8 @@ def test_pending_pairs_sensor(database, resources, embedder16):
 def _run_under_dagster_env(command: list[str], database_url: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_") and k != "DAGSTER_HOME"}
     env["DREAMING_DATABASE_URL"] = database_url
+    # Without the venv on PATH, as the README runs it (`.venv/bin/dreaming exec -- dg check defs`).
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if str(BIN) not in p)
     return subprocess.run([str(BIN / "dreaming"), "exec", "--", *command], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -126,7 +128,7 @@ def _run_under_dagster_env(command: list[str], database_url: str, tmp_path: Path
 @pytest.mark.parametrize("command", [["dg", "check", "defs"],
                                      ["dagster", "definitions", "validate", "-w", "workspace.yaml"]])
 def test_dagster_validation_commands_pass(command, database_url, tmp_path):
-    completed = _run_under_dagster_env([str(BIN / command[0]), *command[1:]], database_url, tmp_path)
+    completed = _run_under_dagster_env(command, database_url, tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
