@@ -289,6 +289,90 @@ def train_question_type(dataset: Path | None, out: Path | None, seed: int) -> No
                f"wrote {report.path}")
 
 
+@main.group()
+def dream() -> None:
+    """Token-budget consolidation passes: status, trigger, restore."""
+
+
+def _checked_user(user_id: str, kg_id: str) -> None:
+    try:
+        validate_identifier(user_id, "user_id")
+        validate_identifier(kg_id, "kg_id")
+    except InvalidInputError as exc:
+        _fail(str(exc))
+
+
+@dream.command("status")
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default="default", show_default=True)
+def dream_status_command(user_id: str, kg_id: str) -> None:
+    """Tokens since the last pass against the threshold, and the last passes."""
+    from rich.table import Table
+
+    from dreaming_dagster.consolidation.passes import dream_status
+
+    _checked_user(user_id, kg_id)
+    database = default_database()
+    database.ensure_schema(default_embedder().spec)
+    state, passes = dream_status(database, user_id, kg_id)
+    threshold = default_settings().dream_token_threshold
+    tokens = int(state.get("tokens_since_last_pass") or 0)
+    click.echo(f"{user_id}/{kg_id}: {tokens:,} of {threshold:,} tokens since the last pass "
+               f"({100 * tokens / threshold:.0f}%) · last pass {state.get('last_pass_at') or 'never'}")
+    if passes:
+        table = Table(title="last passes")
+        for column in ("started", "mode", "provider", "status", "input tokens", "applied", "skipped", "decayed",
+                       "summary"):
+            table.add_column(column)
+        for row in passes:
+            table.add_row(f"{row['started_at']:%Y-%m-%d %H:%M}", row["mode"], row["provider"], row["status"],
+                          f"{row['input_tokens']:,}", str(row["applied"]), str(row["skipped"]),
+                          str(row["decayed"]), (row["summary"] or "")[:80])
+        wide_console().print(table)
+
+
+@dream.command("trigger")
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default="default", show_default=True)
+@click.option("--compact", is_flag=True, help="Compaction: the whole graph, in clusters, then across them.")
+@click.option("--force", is_flag=True, help="Run even if the input is unchanged since the last pass.")
+def dream_trigger(user_id: str, kg_id: str, compact: bool, force: bool) -> None:
+    """Run a consolidation pass for USER now, in this process (the same pass dream_job runs)."""
+    from dreaming_dagster.consolidation.passes import PassFailedError, PassPolicy, run_pass
+    from dreaming_dagster.consolidation.providers import consolidator_from_settings
+
+    exit_on_sigterm()
+    _checked_user(user_id, kg_id)
+    settings = default_settings()
+    try:
+        report = run_pass(default_database(), default_embedder(), consolidator_from_settings(settings), user_id,
+                          kg_id, mode="compact" if compact else "auto", force=force,
+                          policy=PassPolicy.from_settings(settings))
+    except PassFailedError as exc:
+        _fail(str(exc))
+    from rich.markdown import Markdown
+
+    wide_console().print(Markdown(report.diff_markdown()))
+
+
+@dream.command("restore")
+@click.argument("subject_id")
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default="default", show_default=True)
+def dream_restore(subject_id: str, user_id: str, kg_id: str) -> None:
+    """Bring an archived subject back to the live graph, with its links."""
+    from dreaming_dagster.consolidation.passes import RestoreError, restore_subject
+
+    _checked_user(user_id, kg_id)
+    database = default_database()
+    database.ensure_schema(default_embedder().spec)
+    try:
+        row = restore_subject(database, user_id, kg_id, subject_id)
+    except RestoreError as exc:
+        _fail(str(exc))
+    click.echo(f"restored {row['subject_text']!r} ({row['id']})")
+
+
 def run_with_dagster_env(argv: list[str]) -> int:
     """Run ``argv`` with Dagster pointed at the project's dagster.yaml and storage.
 

@@ -61,6 +61,19 @@ class DreamingSettings(BaseSettings):
     merge_threshold: float = Field(default=0.75, gt=0, le=1,
                                    description="cosine similarity at or above which a subject merges")
 
+    # --- consolidation passes ("dreaming passes") ------------------------------------------------
+    dream_token_threshold: int = Field(default=100_000, ge=1,
+                                       description="tokens saved since the last pass that trigger the next")
+    dream_max_input_tokens: int = Field(default=32_000, ge=1000, description="input budget of one provider call")
+    dream_backfill_on_first_run: bool = Field(default=True, description="a user's first pass compacts the graph")
+    dream_force_after_days: float = Field(default=7.0, ge=0,
+                                          description="an unchanged input is skipped, unless the last pass is older")
+    dream_directive_path: Path | None = Field(default=None, description="the dreaming prompt (a markdown file); "
+                                              "unset: the built-in dreaming_dagster/prompts/dream.md")
+    decay_grace_days: float = Field(default=30.0, ge=0)
+    decay_half_life_days: float = Field(default=45.0, description="<= 0 disables importance decay")
+    decay_floor: float = Field(default=0.10, ge=0, le=1)
+
     # --- retrieval -------------------------------------------------------------------------------
     ranker_model_path: Path | None = Field(
         default=None, description="The Composite ranker file recall() loads (v1 or v2, safetensors). Unset: "

@@ -100,3 +100,30 @@ def test_recall_prints_a_table_or_json_and_names_bad_fields(cli_env, tmp_path):
     assert bad_time.exit_code == 2 and "field 'as_of'" in bad_time.output
     nobody = CliRunner().invoke(main, ["recall", "--user", "nobody", "x"])
     assert nobody.exit_code == 0 and "nobody has no memories" in nobody.output
+
+
+def test_dream_status_trigger_and_restore(cli_env, database, tmp_path):
+    from dreaming_dagster.embeddings import EmbeddingSpec
+    from dreaming_dagster.sql import load_sql
+
+    path = write_jsonl(tmp_path / "pairs.jsonl", [json.dumps(pair(n)) for n in range(3)])
+    assert CliRunner().invoke(main, ["ingest", str(path), "--user", "alice"]).exit_code == 0
+    database.ensure_schema(EmbeddingSpec("stub-embed-16", 16))
+    with database.connect() as conn:
+        junk = conn.execute(load_sql("graph/insert_subject"), {
+            "user_id": "alice", "kg_id": "default", "subject_text": "lives with", "description_text": "",
+            "subject_type": "other", "embedding": None, "seen_at": "2024-03-01T00:00:00Z"}).fetchone()["id"]
+    status = CliRunner().invoke(main, ["dream", "status", "--user", "alice"])
+    assert status.exit_code == 0 and "of 100,000 tokens since the last pass" in status.output
+    assert "last pass never" in status.output
+    trigger = CliRunner().invoke(main, ["dream", "trigger", "--user", "alice", "--compact"])
+    assert trigger.exit_code == 0, trigger.output
+    assert "Archived" in trigger.output and "lives with" in trigger.output
+    after = CliRunner().invoke(main, ["dream", "status", "--user", "alice"])
+    assert "0 of 100,000 tokens" in after.output and "compact" in after.output and "offline" in after.output
+    restore = CliRunner().invoke(main, ["dream", "restore", "--user", "alice", str(junk)])
+    assert restore.exit_code == 0 and "restored 'lives with'" in restore.output
+    again = CliRunner().invoke(main, ["dream", "restore", "--user", "alice", str(junk)])
+    assert again.exit_code == 2 and "not an archived subject" in again.output
+    bad = CliRunner().invoke(main, ["dream", "status", "--user", "no spaces"])
+    assert bad.exit_code == 2 and "field 'user_id'" in bad.output

@@ -141,6 +141,11 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
             inserted_flags.append(inserted)
             if not cursor.nextset():
                 break
+        # The consolidation trigger's counter moves with the pairs: same transaction, so a save is never
+        # lost from it or counted twice (dreaming_state, token_budget_sensor).
+        new_tokens = sum(row["token_count"] for row, flag in zip(rows, inserted_flags, strict=True) if flag)
+        if new_tokens:
+            cursor.execute(load_sql("dreaming/add_tokens"), {"user_id": user_id, "kg_id": kg_id, "tokens": new_tokens})
     for row, inserted in zip(rows, inserted_flags, strict=True):
         if inserted is None:  # lost a race with a concurrent save of the same pair
             result.duplicates += 1

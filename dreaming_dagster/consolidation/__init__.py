@@ -1,0 +1,1 @@
+"""Token-budget consolidation passes ("dreaming passes"): mutations, rules, providers and the pass."""

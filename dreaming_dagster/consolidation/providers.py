@@ -1,0 +1,142 @@
+"""Who proposes a pass's mutations: an LLM through any OpenAI-compatible endpoint (prompted by a directive
+file), or the deterministic offline rules."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dreaming_dagster.consolidation.inputs import PassInput
+from dreaming_dagster.consolidation.rules import Protection, is_protected, junk_reason, merge_drops_identity
+from dreaming_dagster.extraction.normalize import normalize_subject_name
+from dreaming_dagster.llm.client import JSONChatClient
+from dreaming_dagster.prompts import load_prompt
+from dreaming_dagster.settings import DreamingSettings
+
+
+class Proposal(BaseModel):
+    mutations: list[dict] = Field(default_factory=list)
+    summary: str = ""
+
+
+class Consolidator(Protocol):
+    provider: str
+
+    def propose(self, pass_input: PassInput) -> Proposal: ...
+
+
+# ------------------------------------------------------------------------------------------------ offline
+class OfflineConsolidator:
+    """Deterministic rules: merge subjects whose names normalize alike ("Avery", "Avery's", "**Avery**"),
+    merge near-identical ones (cosine ≥ 0.95) when no name token of identity is lost, and archive junk
+    names (fragments, markdown artifacts, stop-words) that are not protected."""
+
+    provider = "offline"
+
+    def __init__(self, merge_similarity: float = 0.95, protection: Protection | None = None):
+        self.merge_similarity, self.protection = merge_similarity, protection or Protection()
+
+    def propose(self, pass_input: PassInput) -> Proposal:
+        subjects = [s for s in pass_input.subjects if not s.get("pinned")]
+        mutations: list[dict] = []
+        merged: set[str] = set()
+        merges, archives = [], []
+        by_name: dict[str, list[dict]] = {}
+        for subject in subjects:
+            key = normalize_subject_name(subject["subject_text"]).casefold()
+            if key:
+                by_name.setdefault(key, []).append(subject)
+        for group in by_name.values():
+            if len(group) < 2:
+                continue
+            clean = normalize_subject_name(group[0]["subject_text"])
+            target = next((s for s in group if s["subject_text"] == clean),
+                          min(group, key=lambda s: (s["created_at"], s["id"])))
+            sources = [s for s in group if s is not target]
+            mutations.append({"op": "merge_subjects", "sources": [s["id"] for s in sources], "target": target["id"],
+                              "reason": "the same name once normalized"})
+            if target["subject_text"] != clean:
+                mutations.append({"op": "rename_subject", "subject": target["id"], "name": clean,
+                                  "reason": "normalized name"})
+            merged |= {s["id"] for s in group}
+            merges.append(f"{', '.join(s['subject_text'] for s in sources)} → {clean}")
+        rest = [s for s in subjects if s["id"] not in merged and s["embedding"] is not None]
+        if len(rest) > 1:
+            vectors = np.stack([np.asarray(s["embedding"], np.float32) for s in rest])
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            similarity = vectors @ vectors.T
+            for i, j in sorted(zip(*np.nonzero(np.triu(similarity >= self.merge_similarity, 1)), strict=True),
+                               key=lambda ij: -similarity[ij]):
+                a, b = rest[i], rest[j]
+                if a["id"] in merged or b["id"] in merged:
+                    continue
+                target, source = (a, b) if (a["link_count"], b["id"]) >= (b["link_count"], a["id"]) else (b, a)
+                if merge_drops_identity(target["subject_text"], [(source["subject_text"], source["subject_type"])]):
+                    continue
+                mutations.append({"op": "merge_subjects", "sources": [source["id"]], "target": target["id"],
+                                  "reason": f"near-identical (cosine {similarity[i, j]:.3f})"})
+                merged |= {a["id"], b["id"]}
+                merges.append(f"{source['subject_text']} → {target['subject_text']}")
+        for subject in subjects:
+            if subject["id"] in merged or is_protected(subject, self.protection):
+                continue
+            reason = junk_reason(subject["subject_text"])
+            if reason:
+                mutations.append({"op": "archive_subject", "subject": subject["id"], "reason": f"junk: {reason}"})
+                archives.append(subject["subject_text"])
+        summary = (f"Offline pass over {len(pass_input.subjects)} subjects ({pass_input.label}): "
+                   f"{len(merges)} merge(s){': ' + '; '.join(merges[:5]) if merges else ''}; "
+                   f"{len(archives)} archived as junk{': ' + ', '.join(archives[:5]) if archives else ''}.")
+        return Proposal(mutations=mutations, summary=summary)
+
+
+# ------------------------------------------------------------------------------------------------- openai
+_FIELDS = {"op": "string", "sources": "array", "target": "string", "subject": "string", "name": "string",
+           "description": "string", "type": "string", "old": "string", "new": "string", "reason": "string"}
+
+
+def proposal_schema() -> dict:
+    """Strict-mode JSON schema: one flat object shape for every op, unused fields null."""
+    properties = {name: ({"type": ["array", "null"], "items": {"type": "string"}} if kind == "array"
+                         else {"type": [kind, "null"]}) for name, kind in _FIELDS.items()}
+    properties["op"] = {"type": "string", "enum": ["merge_subjects", "rename_subject", "update_description",
+                                                   "archive_subject", "supersede_subject", "create_subject"]}
+    item = {"type": "object", "properties": properties, "required": list(_FIELDS), "additionalProperties": False}
+    return {"type": "object", "properties": {"mutations": {"type": "array", "items": item},
+                                             "summary": {"type": "string"}},
+            "required": ["mutations", "summary"], "additionalProperties": False}
+
+
+@cache
+def _directive(path: str | None) -> str:
+    if path:
+        return Path(path).read_text(encoding="utf-8").strip()
+    return load_prompt("dream")
+
+
+class OpenAIConsolidator:
+    provider = "openai"
+
+    def __init__(self, client: JSONChatClient, directive_path: Path | None = None):
+        self.client, self.directive_path = client, directive_path
+
+    def propose(self, pass_input: PassInput) -> Proposal:
+        messages = [{"role": "system", "content": _directive(str(self.directive_path) if self.directive_path else None)},
+                    {"role": "user", "content": pass_input.render()}]
+        proposal = self.client.ask(messages, Proposal, "dreaming_pass", proposal_schema())
+        # Strict schemas send every field; drop the nulls so each mutation validates as its own op.
+        proposal.mutations = [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m
+                              for m in proposal.mutations]
+        return proposal
+
+
+def consolidator_from_settings(settings: DreamingSettings) -> Consolidator:
+    if settings.resolved_llm_provider == "openai":
+        from dreaming_dagster.llm.factory import chat_client
+
+        return OpenAIConsolidator(chat_client(settings, max_tokens=4000), settings.dream_directive_path)
+    return OfflineConsolidator()

@@ -1,0 +1,1 @@
+"""The consolidation domain: token-budget dreaming passes per user (asset, job, sensor)."""

@@ -1,0 +1,55 @@
+from typing import Literal
+
+import dagster as dg
+from pydantic import Field
+
+from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+
+
+class DreamConsolidationConfig(dg.Config):
+    mode: Literal["auto", "incremental", "compact"] = Field(
+        default="auto", description="auto: compact on a user's first pass (backfill_on_first_run), then incremental")
+    force: bool = Field(default=False, description="run even when the input is unchanged since the last pass")
+
+
+@dg.asset(
+    partitions_def=users_partitions,
+    group_name="consolidation",
+    kinds={"postgres", "openai"},
+    pool="llm",
+    description=(
+        "A token-budget consolidation pass over the user's graph: the delta since the last pass and its nearest "
+        "neighbours (or, compacting, the whole graph in budget-sized clusters and a pass across them) goes to "
+        "the configured provider; its merges, renames, rewrites, archives, supersessions and creations are "
+        "checked and applied in one transaction with importance decay, an audit row and a memory of the pass."
+    ),
+)
+def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolidationConfig,
+                        dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
+                        llm: LLMResource) -> dg.MaterializeResult:
+    from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
+    from dreaming_dagster.consolidation.providers import consolidator_from_settings
+    from dreaming_dagster.graph.stages import user_kgs
+
+    database, model = dreaming_db.database(), embedder.embedder()
+    settings = dreaming_db.settings()
+    consolidator = consolidator_from_settings(llm.settings())
+    policy = PassPolicy.from_settings(settings)
+    reports = [run_pass(database, model, consolidator, context.partition_key, kg_id, mode=config.mode,
+                        force=config.force, policy=policy) for kg_id in user_kgs(database, context.partition_key)]
+    for report in reports:
+        context.log.info(f"{report.kg_id}: {report.status}, applied {report.count('applied')}, skipped {report.skipped}")
+    diff = "\n\n".join(f"## {r.kg_id}\n\n{r.diff_markdown()}" for r in reports) or "the user has no memory"
+    return dg.MaterializeResult(metadata={
+        "graphs": len(reports),
+        "status": ", ".join(sorted({r.status for r in reports})) or "none",
+        "applied": sum(r.count("applied") for r in reports),
+        "skipped": sum(r.skipped for r in reports),
+        "decayed": sum(r.decayed for r in reports),
+        "input_tokens": sum(r.input_tokens for r in reports),
+        "tokens_consumed": sum(r.tokens_consumed for r in reports),
+        "provider": consolidator.provider,
+        "diff": dg.MetadataValue.md(diff),
+        "seconds": round(sum(r.seconds for r in reports), 3),
+    })

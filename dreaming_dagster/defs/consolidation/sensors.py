@@ -1,0 +1,51 @@
+import time
+
+import dagster as dg
+import psycopg
+
+from dreaming_dagster.defs.consolidation.jobs import dream_job
+from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.resources import DreamingDatabaseResource
+from dreaming_dagster.pending_work import RETRY_AFTER_SECONDS
+from dreaming_dagster.sql import load_sql
+
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED]
+
+
+def dream_run_key(user_id: str, last_pass_id: str | None, now: float) -> str:
+    """One key per user and last pass: a crossing is requested once. The retry window re-requests it
+    after 15 minutes if the pass left the counter over the threshold (it failed, or found nothing new yet)."""
+    return f"dream:{user_id}:{last_pass_id or 'first'}:{int(now // RETRY_AFTER_SECONDS)}"
+
+
+@dg.sensor(
+    job=dream_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests a consolidation pass for every user whose saved tokens since the last pass reached "
+                "DREAMING_DREAM_TOKEN_THRESHOLD (default 100,000); never while that user's pass is queued or "
+                "running.",
+)
+def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
+    threshold = dreaming_db.settings().dream_token_threshold
+    try:
+        with dreaming_db.database().connect(vectors=False) as conn:
+            rows = conn.execute(load_sql("dreaming/users_over_budget"), {"threshold": threshold}).fetchall()
+    except psycopg.errors.UndefinedTable:
+        return dg.SkipReason("the dreaming database has no tables yet")
+    if not rows:
+        return dg.SkipReason(f"no user has {threshold:,} new tokens")
+    by_user: dict[str, str | None] = {}
+    for row in rows:
+        by_user.setdefault(row["user_id"], row["last_pass_id"])
+    busy = {run.tags.get("dagster/partition") for run in context.instance.get_runs(
+        filters=dg.RunsFilter(job_name=dream_job.name, statuses=IN_FLIGHT))}
+    known = set(context.instance.get_dynamic_partitions(users_partitions.name))
+    now = time.time()
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(partition_key=user, run_key=dream_run_key(user, last_pass, now))
+                      for user, last_pass in by_user.items() if user not in busy],
+        dynamic_partitions_requests=[users_partitions.build_add_request(
+            [u for u in by_user if u not in known])] if set(by_user) - known else [],
+    )
