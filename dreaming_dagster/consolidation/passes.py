@@ -93,7 +93,7 @@ class PassReport:
         """The before/after of the graph, for the Dagster UI and the CLI."""
         lines = [f"**{self.status}** · {self.mode} pass · provider {self.provider} · input {self.input_tokens:,} "
                  f"tokens · consumed {self.tokens_consumed:,} saved tokens · applied {self.count('applied')}, "
-                 f"skipped {self.skipped} · importance decayed on {self.decayed} subject(s)"]
+                 f"skipped {self.skipped} · importance decayed on {self.decayed} subject(s) · {self.seconds} s"]
         sections = {"merge_subjects": ("Merged", lambda c: f"{', '.join(c['sources'])} → **{c['target']}**"),
                     "rename_subject": ("Renamed", lambda c: f"{c['before']} → **{c['after']}**"),
                     "update_description": ("Descriptions rewritten", lambda c: f"**{c['subject']}**: {c['description'][:160]}"),
