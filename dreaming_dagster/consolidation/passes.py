@@ -195,6 +195,11 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
                 if proposal.summary:
                     summaries_out.append(proposal.summary)
         report.summary = " ".join(summaries_out)
+        for outcome in report.outcomes:
+            if outcome.status == "skipped":
+                logger.info("%s/%s: skipped %s: %s", user_id, kg_id, outcome.mutation.get("op"), outcome.reason)
+        for rejected in report.rejected:
+            logger.info("%s/%s: rejected %s: %s", user_id, kg_id, rejected["mutation"], rejected["reason"])
 
     names = names_to_embed(report.outcomes)
     vectors = embedder.embed([subject_embedding_text(n) for n in names]) if names else np.zeros((0, 1))
