@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval clean-data
+.PHONY: install browser demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +16,19 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Debian's Chromium for the UI test (Playwright drives it; Playwright's own browser downloads are not used).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "the UI test needs Chromium: sudo apt-get install chromium (it is skipped without it)"; \
+	  fi; }
+
 demo: install
 	$(BIN)/dreaming demo
 
-test: install lint
+test: install browser lint
 	$(BIN)/pytest
 
 lint: install
@@ -29,6 +38,7 @@ ui: install
 	$(BIN)/dreaming ui
 
 bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval
+	$(BIN)/python bench/report.py
 
 bench-ingest: install
 	$(BIN)/python bench/ingest.py

@@ -1,0 +1,91 @@
+"""docs/benchmarks.md from bench/results/*.json: every benchmark's figures, the command that produced
+them, the machine and the date, in one page. `make bench` reruns every benchmark and then this.
+
+    .venv/bin/python bench/report.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+
+
+def load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def machine(result: dict) -> str:
+    m = result.get("machine", {})
+    return f"{m.get('cpus', '?')} cores, no GPU, Python {m.get('python', '?')}"
+
+
+def section(title: str, result: dict | None, rows: list[tuple[str, str]], note: str = "") -> list[str]:
+    if result is None:
+        return [f"## {title}", "", "_not run yet_", ""]
+    lines = [f"## {title}", "", f"`{result['command']}` · {result['date']} · {machine(result)}", "",
+             "| measure | result |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], ""]
+    return lines + ([note, ""] if note else [])
+
+
+def main() -> None:
+    out = ["# Benchmarks", "",
+           "Every figure the README quotes, generated from `bench/results/*.json` by `bench/report.py`; "
+           "`make bench` reruns every benchmark and regenerates this page. Speed is measured here, never in "
+           "timed tests; ratios are measured side by side in one run, because this machine is noisy.", ""]
+    r = load("ingest")
+    out += section("Ingest and embedding", r, [] if r is None else [
+        ("pairs (LongMemEval, mean tokens)", f"{r['pairs']:,} ({r['tokens_per_pair_mean']})"),
+        ("save + inline embedding", f"**{r['ingest_embed']['pairs_per_s']} pairs/s** (median {r['ingest_embed']['median_s']} s of {r['runs']})"),
+        ("save, embedding deferred", f"{r['ingest_only']['pairs_per_s']:,} pairs/s"),
+        ("deferred embedding pass", f"{r['embed_pending']['pairs_per_s']} pairs/s"),
+        ("embedding's share of ingest", f"{100 * r['embedding_share_of_ingest']:.0f}%"),
+        ("model load", f"{r['model_load_s']} s")])
+    r = load("dreaming")
+    out += section("Dreaming pipeline", r, [] if r is None else [
+        ("throughput, offline providers, 2,000 embedded pairs", f"**{r['throughput']['pairs_per_s']} pairs/s** (median {r['throughput']['median_s']} s; runs {r['throughput']['runs_s']})"),
+        ("fast path: save one pair + sync_user, 5,000-pair user", f"**p50 {r['fast_path']['p50_s_median']} s, p95 {r['fast_path']['p95_s_median']} s** (medians of runs)")])
+    r = load("stages")
+    out += section("Where dreaming time goes", r, [] if r is None else [
+        ("offline extractor (YAKE)", f"{r['offline_extractor']['pairs_per_s']} pairs/s"),
+        ("sync_user over 400 new pairs", f"{r['sync_profile']['seconds']} s: Postgres {100 * r['sync_profile']['postgres_share']:.0f}% ({r['sync_profile']['postgres_statements']:,} statements), YAKE {100 * r['sync_profile']['yake_share']:.0f}%, MiniLM {100 * r['sync_profile']['embedding_share']:.0f}%"),
+        ("one checkpoint UPDATE", f"{r['checkpoint_update']['median_ms']} ms, {r['checkpoint_update']['median_buffers']} buffers")])
+    r = load("sensor")
+    out += section("pending_pairs_sensor at scale", r, [] if r is None else [
+        ("users / pairs / users with pending work", f"{r['users']:,} / {r['pairs']:,} / {r['users_with_pending_work']:,}"),
+        ("the pending-work query", f"**{r['query_wall_ms_median']} ms** wall, {r['query_execution_ms_median']} ms in Postgres"),
+        ("a whole sensor evaluation", f"**{r['sensor_evaluation_ms_median']} ms** for {r['run_requests']:,} run requests")])
+    r = load("recall")
+    if r is not None:
+        lat, m, sweep = r["latency_heavy_user"], r["model"], r["ef_search_sweep"]
+        rows = [("data", f"{r['data']['heavy_user_pairs']:,} pairs, {r['data']['heavy_user_subjects']:,} subjects, {r['data']['heavy_user_links']:,} links; {r['data']['light_users']} light users share the index ({r['data']['vectors']})"),
+                ("composite statement (seven signals)", f"**p50 {lat['composite']['p50_ms']} ms, p99 {lat['composite']['p99_ms']} ms**"),
+                ("plain pgvector top-50", f"p50 {lat['plain']['p50_ms']} ms, p99 {lat['plain']['p99_ms']} ms"),
+                ("ratio composite / plain", f"**{lat['ratio_composite_to_plain_p50']}× at p50, {lat['ratio_composite_to_plain_p99']}× at p99**"),
+                ("composite + recording the last query", f"p50 {lat['composite_remember']['p50_ms']} ms"),
+                ("model inference / file load / file size", f"{m['inference_ms']['p50_ms']} ms / {m['load_ms']['p50_ms']} ms / {m['v2_file_bytes'] // 1000} KB"),
+                ("profile statement cached / live", f"{r['profile_statement']['cached']['p50_ms']} ms / {r['profile_statement']['live_as_of']['p50_ms']} ms"),
+                ("HNSW pool vs exact top-50 by ef_search", ", ".join(f"{ef}: {v['pool_recall_mean']} ({v['plain_p50_ms']} ms)" for ef, v in sweep.items())),
+                ("light user (200 pairs) composite", f"p50 {r['light_user']['composite']['p50_ms']} ms; pool = exact top-50 in {r['light_user']['pool_equals_exact_top_50']}")]
+        out += section("Recall at 100,000 pairs", r, rows)
+    else:
+        out += section("Recall at 100,000 pairs", None, [])
+    r = load("longmemeval_oracle_one_user")
+    if r is not None:
+        v = r["evaluation"]["overall"]["validation"]
+        rows = [("memory", f"{r['memory']['pairs_inserted']:,} pairs, {r['memory']['subjects_created']:,} subjects, {r['memory']['links']:,} links ({r['embedding_model']}, {r['extraction_provider']} extraction)"),
+                ("wall time per asset", ", ".join(f"{k} {s} s" for k, s in r["asset_seconds"].items())),
+                *[(f"validation {name}", f"cosine {v['cosine'][key]:.3f} · v1 {v['v1'][key]:.3f} · **v2 {v['v2'][key]:.3f}**")
+                  for name, key in (("NDCG@10", "ndcg@10"), ("Recall@10", "recall@10"), ("MRR", "mrr"),
+                                    ("needle hit", "needle_hit"), ("pool recall@50", "pool_recall"))]]
+        out += section("Ranker training on the LongMemEval oracle (one-user)", r, rows,
+                       "Full tables: `bench/results/longmemeval_oracle_one_user.md`.")
+    (ROOT / "docs" / "benchmarks.md").write_text("\n".join(out))
+    print(f"wrote {ROOT / 'docs' / 'benchmarks.md'}")
+
+
+if __name__ == "__main__":
+    main()

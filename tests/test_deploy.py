@@ -1,0 +1,81 @@
+"""The production profile: deploy/dagster.yaml loads as a real instance on Postgres, the code location
+answers as a gRPC server (`dagster api grpc`), and the Helm values say what docs/deploy.md says."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import yaml
+
+from tests.conftest import PROJECT_ROOT
+
+BIN = Path(sys.executable).parent
+DEPLOY = PROJECT_ROOT / "deploy"
+
+
+def test_the_production_instance_config_loads_on_postgres(database_url, monkeypatch):
+    monkeypatch.setenv("DAGSTER_PG_URL", database_url.replace("postgresql://", "postgresql+psycopg2://"))
+    instance = dg.DagsterInstance.from_config(str(DEPLOY))
+    try:
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert instance.get_runs() == []  # the storage answers (and was migrated)
+        config = instance.get_concurrency_config()
+        assert config.pool_config.default_pool_limit == 4
+        limits = config.run_queue_config.tag_concurrency_limits
+        assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
+    finally:
+        instance.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_code_location_answers_as_a_grpc_server(database_url):
+    from dagster._grpc.client import DagsterGrpcClient
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")} | {
+        "DREAMING_DATABASE_URL": database_url}
+    server = subprocess.Popen([str(BIN / "dagster"), "api", "grpc", "-m", "dreaming_dagster.definitions",
+                               "-h", "127.0.0.1", "-p", str(port)], cwd=PROJECT_ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        client = DagsterGrpcClient(port=port, host="127.0.0.1")
+        deadline = time.time() + 120
+        while True:
+            try:
+                if client.health_check_query() == "SERVING":
+                    break
+            except Exception:
+                pass
+            assert server.poll() is None, server.stdout.read()
+            assert time.time() < deadline, "the gRPC server did not start in 120 s"
+            time.sleep(1)
+        assert client.ping("dreaming")["echo"] == "dreaming"
+        from dagster_shared.serdes import deserialize_value
+
+        repositories = deserialize_value(client.list_repositories())
+        assert repositories.repository_symbols, repositories  # the definitions loaded in the server
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_the_helm_values_launch_runs_on_kubernetes_from_the_grpc_location():
+    values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    assert deployment["dagsterApiGrpcArgs"] == ["--module-name", "dreaming_dagster.definitions"]
+    assert values["runLauncher"]["type"] == "K8sRunLauncher"
+    limits = values["dagsterDaemon"]["runCoordinator"]["config"]["queuedRunCoordinator"]["tagConcurrencyLimits"]
+    assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
+    workspace = yaml.safe_load((DEPLOY / "workspace.yaml").read_text())
+    assert workspace["load_from"][0]["grpc_server"]["location_name"] == "dreaming_dagster"

@@ -1,0 +1,145 @@
+"""The Dagster UI in a real browser (Playwright driving Debian's Chromium, headless): after demo-style
+data (a dreamed demo user and a small train_ranker_job run), what a person opening `make ui` sees.
+Screenshots go to docs/img/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+BIN = Path(sys.executable).parent
+IMG = PROJECT_ROOT / "docs" / "img"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DREAMING = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
+RANKER = ["longmemeval_memory", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
+RANKER_CONFIG = """ops:
+  longmemeval_memory: {config: {limit_questions: 12, user_prefix: longmemeval-ui}}
+  longmemeval_pools: {config: {pool_size: 20}}
+  ranker_model: {config: {epochs: 2, promote: false}}
+"""
+
+if not CHROMIUM:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must run the browser test: install Chromium (make browser)")
+    pytest.skip("no Chromium here (make browser installs Debian's)", allow_module_level=True)
+
+
+def _env(data_dir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_") and k != "DAGSTER_HOME"}
+    return env | {"DREAMING_DATA_DIR": str(data_dir)}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("ui")
+    env = _env(data_dir)
+    dreaming = str(BIN / "dreaming")
+    subprocess.run([dreaming, "demo", "--users", "1", "--questions-per-user", "2"], cwd=PROJECT_ROOT, env=env,
+                   check=True, capture_output=True, timeout=600)
+    config = data_dir / "ranker.yaml"
+    config.write_text(RANKER_CONFIG)
+    subprocess.run([dreaming, "exec", "--", "dagster", "job", "execute", "-m", "dreaming_dagster.definitions", "-j",
+                    "train_ranker_job", "-c", str(config)], cwd=PROJECT_ROOT, env=env, check=True,
+                   capture_output=True, timeout=900)
+    port = _free_port()
+    log = (data_dir / "dg-dev.log").open("w")
+    server = subprocess.Popen([dreaming, "exec", "--", "dg", "dev", "--port", str(port)], cwd=PROJECT_ROOT, env=env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/server_info", timeout=5) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        assert server.poll() is None, (data_dir / "dg-dev.log").read_text()[-3000:]
+        assert time.time() < deadline, "the UI did not come up in 180 s"
+        time.sleep(2)
+    yield base
+    os.killpg(server.pid, signal.SIGTERM)  # dreaming exec forwards it to dg dev, then stops the server
+    server.wait(timeout=60)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def page(ui):
+    from playwright.sync_api import sync_playwright
+
+    IMG.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.set_default_timeout(60_000)
+        yield page
+        browser.close()
+
+
+def visit(page, base: str, path: str) -> None:
+    page.goto(base + path, wait_until="networkidle")
+    skip = page.get_by_role("button", name="Skip")  # the first visit's newsletter dialog
+    if skip.count():
+        skip.click()
+    page.wait_for_timeout(1500)
+
+
+def edges(page) -> int:
+    return page.locator("svg path[marker-end]").count()
+
+
+@pytest.mark.parametrize(("group", "assets"), [("dreaming", DREAMING), ("ranker", RANKER)])
+def test_the_asset_graph_shows_each_group_with_its_lineage(ui, page, group, assets):
+    visit(page, ui, f"/locations/dreaming_dagster/asset-groups/{group}")
+    for asset in assets:
+        page.get_by_text(asset, exact=True).first.wait_for()
+    assert edges(page) >= len(assets) - 1  # a chain: every asset but the first has its upstream edge
+    page.screenshot(path=str(IMG / f"asset-graph-{group}.png"))
+
+
+def test_the_users_partitions_of_subjects_show_as_materialized(ui, page):
+    visit(page, ui, "/assets/subjects?view=partitions")
+    page.get_by_text("Materialized (1)").wait_for()
+    assert page.get_by_text("demo-user-1").count() >= 1
+    assert page.get_by_text("Missing (0)").count() == 1
+    page.screenshot(path=str(IMG / "subjects-partitions.png"))
+
+
+def test_the_sensors_are_listed_and_running(ui, page):
+    visit(page, ui, "/automation")
+    running = page.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('input[type=checkbox]'))
+        .map(box => { let row = box; for (let i = 0; i < 6; i++) row = row.parentElement;
+                      return [row.innerText.split('\\n')[0], box.checked]; }))""")
+    assert running.get("pending_pairs_sensor") is True and running.get("token_budget_sensor") is True, running
+    page.screenshot(path=str(IMG / "sensors.png"))
+
+
+def test_the_latest_ranker_evaluation_shows_its_metrics_table(ui, page):
+    visit(page, ui, "/assets/ranker_evaluation")
+    page.get_by_text("validation_ndcg@10_v2").wait_for()
+    page.get_by_text("[Show Markdown]").first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_role("heading", name="Validation split").first.wait_for()
+    text = dialog.inner_text()
+    for cell in ("ndcg@10", "recall@10", "needle hit %", "cosine", "v2 (gold type)", "pool recall@50"):
+        assert cell in text, cell
+    page.wait_for_timeout(1000)  # the dialog fades in
+    dialog.screenshot(path=str(IMG / "ranker-evaluation.png"))
