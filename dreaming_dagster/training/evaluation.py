@@ -69,7 +69,7 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
-def markdown_report(evaluation: Evaluation, *, title: str, context: Mapping[str, str]) -> str:
+def markdown_report(evaluation: Evaluation, *, title: str, context: Mapping[str, str], pool_size: int = 50) -> str:
     lines = [f"# {title}", ""]
     lines += [f"- **{key}**: {value}" for key, value in context.items()]
     for split, heading in (("validation", "Validation split"), ("all", "All answerable questions")):
@@ -83,7 +83,8 @@ def markdown_report(evaluation: Evaluation, *, title: str, context: Mapping[str,
             for method in methods:
                 value = evaluation.overall[split][method][metric]
                 cells.append(f"{100 * value:.1f}%" if metric == "needle_hit" else _fmt(value))
-            name = {"needle_hit": "needle hit %", "pool_recall": "pool recall@50 (ceiling)"}.get(metric, metric)
+            name = {"needle_hit": "needle hit %",
+                    "pool_recall": f"pool recall@{pool_size} (ceiling)"}.get(metric, metric)
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         by_type = evaluation.recall10_by_type.get(split, {})
         if by_type:

@@ -204,7 +204,8 @@ def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDa
                      "question-type accuracy (validation, classifier fitted on the training split)":
                          f"{training['classifier_validation_accuracy']:.3f}",
                      "best epochs": ", ".join(f"{v} {m['best_epoch']}" for v, m in training["models"].items())}
-    report = markdown_report(evaluation, title="Ranker evaluation", context=context_lines)
+    report = markdown_report(evaluation, title="Ranker evaluation", context=context_lines,
+                             pool_size=int(pools.questions["candidates"].max()))
     ws.evaluation_markdown.write_text(report)
     ws.evaluation_json.write_text(json.dumps({"context": context_lines, **evaluation.as_dict()}, indent=1))
     validation = evaluation.overall["validation"]
@@ -215,7 +216,7 @@ def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDa
         "validation_recall@10_cosine": validation["cosine"]["recall@10"],
         "validation_ndcg@10_v2": validation["v2"]["ndcg@10"],
         "validation_ndcg@10_cosine": validation["cosine"]["ndcg@10"],
-        "pool_recall@50": validation["cosine"]["pool_recall"],
+        f"validation_pool_recall@{int(pools.questions['candidates'].max())}": validation["cosine"]["pool_recall"],
         "training_curves": dg.MetadataValue.md(png_markdown(curves, "training curves")) if curves else "none",
         "report_path": dg.MetadataValue.path(str(ws.evaluation_markdown)),
     })
