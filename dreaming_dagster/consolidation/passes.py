@@ -174,26 +174,15 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
                                 summaries if i == 0 else [], dreams) for i, cluster in enumerate(clusters)]
             fingerprint = input_fingerprint(inputs)
             proposals = [(pass_input, consolidator.propose(pass_input)) for pass_input in inputs]
-        summaries_out = []
+        summaries_out: list[str] = []
         for pass_input, proposal in proposals:
-            report.input_tokens += pass_input.tokens
-            mutations, rejected = parse_mutations(proposal.mutations)
-            report.rejected += rejected
-            report.outcomes += [state_graph.check(m) for m in mutations]
-            if proposal.summary:
-                summaries_out.append(proposal.summary)
+            _take(report, state_graph, pass_input, proposal, summaries_out)
         if mode == "compact":
             across = cross_cluster_input(clusters, set(state_graph.live), dreams, policy.max_input_tokens)
             if across is not None:
                 # The across-clusters pass sees the graph as the cluster passes left it.
                 across.subjects = [state_graph.live[s["id"]] for s in across.subjects if s["id"] in state_graph.live]
-                proposal = consolidator.propose(across)
-                report.input_tokens += across.tokens
-                mutations, rejected = parse_mutations(proposal.mutations)
-                report.rejected += rejected
-                report.outcomes += [state_graph.check(m) for m in mutations]
-                if proposal.summary:
-                    summaries_out.append(proposal.summary)
+                _take(report, state_graph, across, consolidator.propose(across), summaries_out)
         report.summary = " ".join(summaries_out)
         for outcome in report.outcomes:
             if outcome.status == "skipped":
@@ -224,6 +213,16 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
         raise PassFailedError(report) from error
     report.seconds = round(time.perf_counter() - started_wall, 3)
     return report
+
+
+def _take(report: PassReport, graph: GraphState, pass_input: PassInput, proposal, summaries: list[str]) -> None:
+    """Parse one provider answer and check its mutations against the graph as earlier ones left it."""
+    report.input_tokens += pass_input.tokens
+    mutations, rejected = parse_mutations(proposal.mutations)
+    report.rejected += rejected
+    report.outcomes += [graph.check(m) for m in mutations]
+    if proposal.summary:
+        summaries.append(proposal.summary)
 
 
 class PassFailedError(RuntimeError):
