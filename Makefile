@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval clean-data
+.PHONY: install browser demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval
+bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical
 	$(BIN)/python bench/report.py
 
 bench-ingest: install
@@ -61,3 +61,6 @@ bench-recall: install
 
 bench-longmemeval: install
 	$(BIN)/python bench/longmemeval.py
+
+bench-lexical: install
+	$(BIN)/python bench/lexical.py

@@ -83,6 +83,15 @@ def main() -> None:
                                     ("needle hit", "needle_hit"), ("pool recall@50", "pool_recall"))]]
         out += section("Ranker training on the LongMemEval oracle (one-user)", r, rows,
                        "Full tables: `bench/results/longmemeval_oracle_one_user.md`.")
+    r = load("lexical")
+    if r is not None:
+        rows = [("data", f"{r['pairs']:,} oracle pairs in one user, {r['answerable_questions']} answerable questions")]
+        rows += [(name, f"Recall@10 {m['recall@10']:.3f} · MRR {m['mrr']:.3f} · NDCG@10 {m['ndcg@10']:.3f} · "
+                        f"top-50 holds {100 * m['pool_recall']:.1f}% · p50 {m['p50_ms']} ms")
+                 for name, m in r["methods"].items()]
+        out += section("Lexical candidates: Postgres full-text search vs BM25 (same lexemes)", r, rows,
+                       "For the hybrid-retrieval issue: BM25 over Postgres' own english lexemes beats every "
+                       "built-in ts_rank variant, so lexical candidates should be a BM25 formulation in SQL.")
     (ROOT / "docs" / "benchmarks.md").write_text("\n".join(out))
     print(f"wrote {ROOT / 'docs' / 'benchmarks.md'}")
 

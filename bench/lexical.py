@@ -1,0 +1,137 @@
+"""Lexical candidates on the LongMemEval oracle: Postgres full-text search against BM25, same tokens.
+
+    .venv/bin/python bench/lexical.py
+
+The hybrid-retrieval issue's first question: inside Postgres, does the built-in full-text ranking
+(ts_rank / ts_rank_cd over an OR of the question's lexemes) rank as well as BM25? Every oracle session
+goes into one user's memory (the one-user protocol, no embeddings needed), and each answerable question is
+answered by every method from identical tokens — Postgres' english lexemes, which BM25 here reuses — so
+only the scoring differs. Metrics as in the training issue (all relevant pairs count): Recall@10, MRR,
+NDCG@10 and pool recall@50 (the share of relevant pairs among the top 50: what a candidate pool would
+hold). Results: bench/results/lexical.json.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dreaming_dagster.demo import default_dataset_path  # noqa: E402
+from dreaming_dagster.embeddings import EmbeddingSpec  # noqa: E402
+from dreaming_dagster.ingest.readers import longmemeval_session_records  # noqa: E402
+from dreaming_dagster.ingest.records import Rejection, parse_pair  # noqa: E402
+from dreaming_dagster.ingest.save import save_validated_pairs  # noqa: E402
+from dreaming_dagster.sql import load_sql  # noqa: E402
+from dreaming_dagster.storage import embedded  # noqa: E402
+from dreaming_dagster.storage.database import Database  # noqa: E402
+from dreaming_dagster.training.longmemeval import file_sha256, iter_questions  # noqa: E402
+from dreaming_dagster.training.metrics import question_metrics  # noqa: E402
+
+USER = "lexical"
+K = 50
+
+
+class NoEmbedder:
+    """Pairs are stored without vectors: lexical retrieval reads only their text."""
+
+    spec = EmbeddingSpec(model="sentence-transformers/all-MiniLM-L6-v2", dimension=384)
+
+    def embed(self, texts):
+        raise AssertionError("this benchmark embeds nothing")
+
+
+def bm25_ranker(conn, k1: float = 1.2, b: float = 0.75):
+    docs: dict[tuple, Counter] = defaultdict(Counter)
+    for row in conn.execute(load_sql("bench/pair_lexemes"), {"user_id": USER}):
+        docs[(row["session_id"], row["turn_index"])][row["lexeme"]] += len(row["positions"] or [1])
+    keys = list(docs)
+    lengths = {key: sum(docs[key].values()) for key in keys}
+    average = statistics.fmean(lengths.values())
+    frequency = Counter(term for key in keys for term in docs[key])
+    n = len(keys)
+    idf = {t: math.log(1 + (n - df + 0.5) / (df + 0.5)) for t, df in frequency.items()}
+
+    def rank(terms: list[str]) -> list[tuple]:
+        scores = []
+        for key in keys:
+            tf, length = docs[key], lengths[key]
+            score = sum(idf[t] * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * length / average))
+                        for t in terms if t in tf)
+            if score > 0:
+                scores.append((score, key))
+        scores.sort(key=lambda s: (-s[0], s[1]))
+        return [key for _, key in scores[:K]]
+
+    return rank
+
+
+def main() -> None:
+    dataset = default_dataset_path()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dd-lex-") as tmp:
+        database = Database(embedded.scratch_database_url(embedded.embedded_url(Path(tmp) / "pgdata", "postgres"), "lex"))
+        questions, batch = [], []
+        for raw, question in iter_questions(dataset):
+            questions.append(question)
+            for item in longmemeval_session_records([raw]):
+                if not isinstance(item, Rejection):
+                    batch.append(parse_pair(item.raw, item.where))
+        saved = save_validated_pairs(database, NoEmbedder(), USER, "default", batch, embed=False)
+        load_s = time.perf_counter() - started
+        answerable = [q for q in questions if q.answerable]
+        with database.connect() as conn:
+            conn.execute(load_sql("bench/build_fts_table"))
+            bm25 = bm25_ranker(conn)
+            methods = {"fts ts_rank": ("ts_rank", 0), "fts ts_rank (length-normalized)": ("ts_rank", 1),
+                       "fts ts_rank_cd": ("ts_rank_cd", 0), "fts ts_rank_cd (length-normalized)": ("ts_rank_cd", 1)}
+            per_method: dict[str, list[dict]] = defaultdict(list)
+            timings: dict[str, list[float]] = defaultdict(list)
+            for q in tqdm(answerable, desc="questions"):
+                rankings = {}
+                for name, (ranker, normalization) in methods.items():
+                    t = time.perf_counter()
+                    rows = conn.execute(load_sql("bench/fts_top_k"), {"question": q.question, "user_id": USER,
+                                                                        "ranker": ranker, "normalization": normalization,
+                                                                        "k": K}).fetchall()
+                    timings[name].append((time.perf_counter() - t) * 1000)
+                    rankings[name] = [(r["session_id"], r["turn_index"]) for r in rows]
+                terms = [r["lexeme"] for r in conn.execute(load_sql("bench/question_lexemes"), {"question": q.question})]
+                t = time.perf_counter()
+                rankings["bm25 (same lexemes)"] = bm25(terms)
+                timings["bm25 (same lexemes)"].append((time.perf_counter() - t) * 1000)
+                for name, ranked in rankings.items():
+                    per_method[name].append(question_metrics([key in q.relevant for key in ranked],
+                                                             [key == q.needle for key in ranked], len(q.relevant)))
+    summary = {name: {metric: round(statistics.fmean(m[metric] for m in rows), 4)
+                      for metric in ("recall@10", "mrr", "ndcg@10", "pool_recall")} | {
+                   "p50_ms": round(statistics.median(timings[name]), 2)}
+               for name, rows in per_method.items()}
+    results = {"command": "bench/lexical.py", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+               "dataset": dataset.name, "sha256": file_sha256(dataset), "pairs": saved.inserted,
+               "answerable_questions": len(answerable), "load_seconds": round(load_s, 1),
+               "note": "pool_recall is the share of relevant pairs in the method's top 50; tsvectors precomputed with a "
+                       "GIN index; BM25 scores in Python over the same lexemes (timings are for 5k pairs, not a "
+                       "scale benchmark)",
+               "methods": summary}
+    out = ROOT / "bench" / "results" / "lexical.json"
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
