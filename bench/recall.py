@@ -246,9 +246,7 @@ def main() -> None:
             conn.execute(load_sql("bench/create_vector_indexes"))
             index_s = time.perf_counter() - started
             conn.execute("VACUUM ANALYZE")
-            sizes = conn.execute("SELECT (SELECT count(*) FROM subject_memory_pair_links WHERE user_id = 'heavy') AS links, "
-                                 "pg_size_pretty(pg_relation_size('memory_pairs_embedding_hnsw_idx')) AS hnsw_size"
-                                 ).fetchone()
+            sizes = conn.execute(load_sql("bench/recall_data_sizes")).fetchone()
         results["data"] |= {"heavy_user_links": sizes["links"], "hnsw_index_size": sizes["hnsw_size"],
                             "load_seconds": round(load_s, 1), "hnsw_build_seconds": round(index_s, 1)}
 

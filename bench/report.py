@@ -92,6 +92,15 @@ def main() -> None:
         out += section("Lexical candidates: Postgres full-text search vs BM25 (same lexemes)", r, rows,
                        "For the hybrid-retrieval issue: BM25 over Postgres' own english lexemes beats every "
                        "built-in ts_rank variant, so lexical candidates should be a BM25 formulation in SQL.")
+    r = load("question_type")
+    out += section("Question-type classifier", r, [] if r is None else [
+        ("5-fold cross-validated accuracy", f"**{r['cv_accuracy_5_fold']}** over {r['questions']} questions"),
+        ("per type", ", ".join(f"{k} {v}" for k, v in r["cv_accuracy_per_type"].items()))])
+    r = load("llm_cost")
+    out += section("LLM tokens per 1,000 pairs", r, [] if r is None else [
+        ("input / output tokens", f"{r['per_1000_pairs']['input_tokens']:,} / {r['per_1000_pairs']['output_tokens']:,}"),
+        *[(label, f"${cost}") for label, cost in r["per_1000_pairs"].items() if label.endswith(")")]],
+        "Output sizes are assumptions (no LLM here); the file lists them.")
     (ROOT / "docs" / "benchmarks.md").write_text("\n".join(out))
     print(f"wrote {ROOT / 'docs' / 'benchmarks.md'}")
 

@@ -97,3 +97,12 @@ def run_concurrently(func, times: int) -> list:
     with ThreadPoolExecutor(max_workers=times) as pool:
         futures = [pool.submit(func) for _ in range(times)]
         return [future.result() for future in futures]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (for servers a test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -4,7 +4,6 @@ answers as a gRPC server (`dagster api grpc`), and the Helm values say what docs
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, free_port
 
 BIN = Path(sys.executable).parent
 DEPLOY = PROJECT_ROOT / "deploy"
@@ -31,12 +30,6 @@ def test_the_production_instance_config_loads_on_postgres(database_url, monkeypa
         assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
     finally:
         instance.dispose()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_code_location_answers_as_a_grpc_server(database_url):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, free_port
 
 BIN = Path(sys.executable).parent
 IMG = PROJECT_ROOT / "docs" / "img"
@@ -40,12 +39,6 @@ def _env(data_dir: Path) -> dict:
     return env | {"DREAMING_DATA_DIR": str(data_dir)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("ui")
@@ -58,7 +51,7 @@ def ui(tmp_path_factory):
     subprocess.run([dreaming, "exec", "--", "dagster", "job", "execute", "-m", "dreaming_dagster.definitions", "-j",
                     "train_ranker_job", "-c", str(config)], cwd=PROJECT_ROOT, env=env, check=True,
                    capture_output=True, timeout=900)
-    port = _free_port()
+    port = free_port()
     log = (data_dir / "dg-dev.log").open("w")
     server = subprocess.Popen([dreaming, "exec", "--", "dg", "dev", "--port", str(port)], cwd=PROJECT_ROOT, env=env,
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

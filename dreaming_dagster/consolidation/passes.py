@@ -83,7 +83,7 @@ class PassReport:
         return self.count("skipped") + len(self.rejected)
 
     def audit_mutations(self) -> list[dict]:
-        rows = [{k: v for k, v in o.as_dict().items()} for o in self.outcomes]
+        rows = [o.as_dict() for o in self.outcomes]
         for row in rows:
             row["change"] = {k: v for k, v in row["change"].items() if k != "apply"}
         rows += [{"mutation": r["mutation"], "status": "rejected", "reason": r["reason"]} for r in self.rejected]
@@ -141,7 +141,7 @@ def run_pass(database: Database, embedder: Embedder, consolidator: Consolidator,
 
 def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, policy, now, started_wall):
     with database.connect() as conn:
-        now = now or conn.execute("SELECT now() AS now").fetchone()["now"]
+        now = now or datetime.now(UTC)
         state = conn.execute(load_sql("dreaming/state"), {"user_id": user_id, "kg_id": kg_id}).fetchone() or {}
         consumed = int(state.get("tokens_since_last_pass") or 0)
         last_pass_at = state.get("last_pass_at")

@@ -59,11 +59,12 @@ def build_pools(database: Database, embedder: Embedder, questions: Sequence[Benc
                                   reference_time=question.question_date, session_id=None)
             profile = read_profile(conn, user_id=user_id, kg_id=kg_id, query_embedding=embedding, as_of=as_of,
                                    session_id=None)
-            relevant_in_pool = 0
+            relevant_in_pool, needle_in_pool = 0, False
             for rank, row in enumerate(rows):
                 key = (row["session_id"], row["turn_index"])
                 relevant = key in question.relevant
                 relevant_in_pool += relevant
+                needle_in_pool |= key == question.needle
                 candidate_rows.append({
                     "question_id": question.question_id, "rank": rank, "pair_id": str(row["id"]),
                     "session_id": row["session_id"], "turn_index": row["turn_index"],
@@ -74,7 +75,7 @@ def build_pools(database: Database, embedder: Embedder, questions: Sequence[Benc
                 "ranker_type": question.ranker_type, "question": question.question,
                 "question_date": question.question_date, "user_id": user_id,
                 "total_relevant": len(question.relevant), "relevant_in_pool": relevant_in_pool,
-                "needle_in_pool": any(r["needle"] for r in candidate_rows[len(candidate_rows) - len(rows):]),
+                "needle_in_pool": needle_in_pool,
                 "candidates": len(rows), "embedding": embedding.tolist(),
                 **{f"profile_{k}": v for k, v in asdict(profile).items()}})
             if on_question:

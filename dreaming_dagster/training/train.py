@@ -7,7 +7,6 @@ generators, on one thread. The best epoch is chosen by validation NDCG@10 (earli
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -86,7 +85,7 @@ class TrainingData:
 
 
 def _timestamp(value) -> datetime | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
+    if value is None or pd.isna(value):
         return None
     return pd.Timestamp(value).to_pydatetime()
 

@@ -4,7 +4,7 @@ import dagster as dg
 import psycopg
 
 from dreaming_dagster.defs.consolidation.jobs import dream_job
-from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.memory.partitions import add_new_users
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.pending_work import RETRY_AFTER_SECONDS
 from dreaming_dagster.sql import load_sql
@@ -41,11 +41,9 @@ def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dreami
         by_user.setdefault(row["user_id"], row["last_pass_id"])
     busy = {run.tags.get("dagster/partition") for run in context.instance.get_runs(
         filters=dg.RunsFilter(job_name=dream_job.name, statuses=IN_FLIGHT))}
-    known = set(context.instance.get_dynamic_partitions(users_partitions.name))
     now = time.time()
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=user, run_key=dream_run_key(user, last_pass, now))
                       for user, last_pass in by_user.items() if user not in busy],
-        dynamic_partitions_requests=[users_partitions.build_add_request(
-            [u for u in by_user if u not in known])] if set(by_user) - known else [],
+        dynamic_partitions_requests=add_new_users(context.instance, by_user),
     )

@@ -4,7 +4,7 @@ import dagster as dg
 import psycopg
 
 from dreaming_dagster.defs.memory.jobs import dreaming_job
-from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.memory.partitions import add_new_users
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.graph.stages import MAX_EXTRACTION_ATTEMPTS
 from dreaming_dagster.pending_work import pending_work_run_key
@@ -28,8 +28,6 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
         return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:
         return dg.SkipReason("no user has pending work")
-    known = set(context.instance.get_dynamic_partitions(users_partitions.name))
-    new_users = [row["user_id"] for row in rows if row["user_id"] not in known]
     return dg.SensorResult(
         run_requests=[
             # Same pending work, same key: launched once (and retried after a window if it stays pending).
@@ -38,5 +36,5 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
                                                        now=time.time()))
             for row in rows
         ],
-        dynamic_partitions_requests=[users_partitions.build_add_request(new_users)] if new_users else [],
+        dynamic_partitions_requests=add_new_users(context.instance, (row["user_id"] for row in rows)),
     )

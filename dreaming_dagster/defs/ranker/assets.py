@@ -42,8 +42,8 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
     from dreaming_dagster.training.memory import load_benchmark_memory
 
     dataset = Path(config.dataset_path) if config.dataset_path else default_dataset_path()
-    model = embedder.embedder()
-    manifest = load_benchmark_memory(dreaming_db.database(), model, llm.extractor(), llm.refiner(), dataset,
+    model, extractor = embedder.embedder(), llm.extractor()
+    manifest = load_benchmark_memory(dreaming_db.database(), model, extractor, llm.refiner(), dataset,
                                      mode=config.mode, user_prefix=config.user_prefix,
                                      limit=config.limit_questions, log=context.log.info)
     ws = workspace(dreaming_db)
@@ -61,7 +61,7 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
         "questions": len(manifest.questions), "answerable": len(answerable),
         "abstentions": sum(q.abstention for q in manifest.questions),
         "users": len(set(manifest.users.values())), **manifest.counts,
-        "embedding_model": model.spec.model, "extraction_provider": llm.extractor().provider,
+        "embedding_model": model.spec.model, "extraction_provider": extractor.provider,
         "seconds": manifest.seconds, "questions_by_type": dg.MetadataValue.md(table),
     })
 
