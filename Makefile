@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-question-type bench-llm-cost clean-data
+.PHONY: install browser demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-question-type bench-llm-cost
+bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost
 	$(BIN)/python bench/report.py
 
 bench-ingest: install
@@ -64,6 +64,9 @@ bench-longmemeval: install
 
 bench-lexical: install
 	$(BIN)/python bench/lexical.py
+
+bench-encoder-coverage: install
+	$(BIN)/python bench/encoder_coverage.py
 
 bench-question-type: install
 	$(BIN)/python bench/question_type.py

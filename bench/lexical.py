@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +36,9 @@ from dreaming_dagster.embeddings import EmbeddingSpec  # noqa: E402
 from dreaming_dagster.ingest.readers import longmemeval_session_records  # noqa: E402
 from dreaming_dagster.ingest.records import Rejection, parse_pair  # noqa: E402
 from dreaming_dagster.ingest.save import save_validated_pairs  # noqa: E402
+from dreaming_dagster.retrieval.ranker import SignalWeights  # noqa: E402
+from dreaming_dagster.retrieval.recall import composite_rows  # noqa: E402
+from dreaming_dagster.retrieval.signals import SIGNAL_NAMES  # noqa: E402
 from dreaming_dagster.sql import load_sql  # noqa: E402
 from dreaming_dagster.storage import embedded  # noqa: E402
 from dreaming_dagster.storage.database import Database  # noqa: E402
@@ -43,6 +47,7 @@ from dreaming_dagster.training.metrics import question_metrics  # noqa: E402
 
 USER = "lexical"
 K = 50
+LEX_ONLY = SignalWeights(tuple(float(name == "lex") for name in SIGNAL_NAMES), 1.0, "lex only")
 
 
 class NoEmbedder:
@@ -57,7 +62,7 @@ class NoEmbedder:
 def bm25_ranker(conn, k1: float = 1.2, b: float = 0.75):
     docs: dict[tuple, Counter] = defaultdict(Counter)
     for row in conn.execute(load_sql("bench/pair_lexemes"), {"user_id": USER}):
-        docs[(row["session_id"], row["turn_index"])][row["lexeme"]] += len(row["positions"] or [1])
+        docs[row["content_hash"]][row["lexeme"]] += len(row["positions"] or [1])
     keys = list(docs)
     lengths = {key: sum(docs[key].values()) for key in keys}
     average = statistics.fmean(lengths.values())
@@ -108,11 +113,18 @@ def main() -> None:
                                                                         "ranker": ranker, "normalization": normalization,
                                                                         "k": K}).fetchall()
                     timings[name].append((time.perf_counter() - t) * 1000)
-                    rankings[name] = [(r["session_id"], r["turn_index"]) for r in rows]
+                    rankings[name] = [r["content_hash"] for r in rows]
                 terms = [r["lexeme"] for r in conn.execute(load_sql("bench/question_lexemes"), {"question": q.question})]
                 t = time.perf_counter()
                 rankings["bm25 (same lexemes)"] = bm25(terms)
                 timings["bm25 (same lexemes)"].append((time.perf_counter() - t) * 1000)
+                # What recall serves: the lexical pool of the composite statement (the pairs have no vectors
+                # here, so the pool is the lexical side alone), ordered by the lex signal.
+                t = time.perf_counter()
+                rows = composite_rows(conn, user_id=USER, kg_id="default", query_embedding=np.zeros(384, np.float32),
+                                      query_text=q.question, weights=LEX_ONLY, pool_size=1, lexical_pool_size=K)
+                timings["bm25 (lexical index, as recall serves it)"].append((time.perf_counter() - t) * 1000)
+                rankings["bm25 (lexical index, as recall serves it)"] = [r["content_hash"] for r in rows]
                 for name, ranked in rankings.items():
                     per_method[name].append(question_metrics([key in q.relevant for key in ranked],
                                                              [key == q.needle for key in ranked], len(q.relevant)))

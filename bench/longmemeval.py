@@ -55,6 +55,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pool-size", type=int, default=50)
+    parser.add_argument("--lexical-pool-size", type=int, default=50)
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
@@ -63,7 +64,7 @@ def main() -> None:
     run_config = {"ops": {
         "longmemeval_memory": {"config": {"dataset_path": str(dataset), "mode": args.mode,
                                           "limit_questions": args.limit_questions}},
-        "longmemeval_pools": {"config": {"pool_size": args.pool_size}},
+        "longmemeval_pools": {"config": {"pool_size": args.pool_size, "lexical_pool_size": args.lexical_pool_size}},
         "ranker_model": {"config": {"epochs": args.epochs, "seed": args.seed, "promote": False}}}}
 
     with tempfile.TemporaryDirectory(prefix="dd-lme-") as tmp:

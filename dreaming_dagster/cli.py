@@ -248,7 +248,7 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def recall(query: str, user_id: str, k: int, session_id: str | None, as_of: str | None, kg_id: str,
            as_json: bool) -> None:
-    """The best memories of USER for QUERY, with the seven signals, the weights and the score."""
+    """The best memories of USER for QUERY, with the eight signals, the weights and the score."""
     from dreaming_dagster.reporting import recall_table
     from dreaming_dagster.runtime import default_recaller
 

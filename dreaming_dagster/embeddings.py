@@ -44,9 +44,27 @@ class EmbeddingError(RuntimeError):
     """An embedding call failed; callers keep the affected rows with a NULL embedding and retry later."""
 
 
-def pair_embedding_text(user_message: str, assistant_message: str) -> str:
-    """The text a memory pair is embedded from (both turns, labelled, so either side can match)."""
-    return f"user: {user_message}\nassistant: {assistant_message}"
+def pair_embedding_texts(user_message: str, assistant_message: str) -> tuple[str, str | None]:
+    """The texts of a pair's two vectors: ``embedding`` and ``reply_embedding`` (None when one turn is empty).
+
+    Turns are embedded apart because the embedder reads a bounded window (256 word pieces for MiniLM) and
+    assistant turns are long: one vector of the whole pair reads about half of it and dilutes the user's
+    turn (migration 0009, bench/encoder_coverage.py). The pair's similarity is the better of the two.
+    """
+    has_user, has_reply = bool(user_message.strip()), bool(assistant_message.strip())
+    if has_user and has_reply:
+        return f"user: {user_message}", f"assistant: {assistant_message}"
+    if has_user:
+        return f"user: {user_message}", None
+    return f"assistant: {assistant_message}", None
+
+
+def embed_pair_turns(embedder: Embedder, pairs: Sequence[tuple[str, str]]) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """(embedding, reply_embedding) of each (user_message, assistant_message), in one embedder call."""
+    texts = [pair_embedding_texts(user, reply) for user, reply in pairs]
+    flat = [text for first, second in texts for text in (first, second) if text is not None]
+    vectors = iter(embedder.embed(flat)) if flat else iter(())
+    return [(next(vectors), next(vectors) if second is not None else None) for _, second in texts]
 
 
 def subject_embedding_text(subject_text: str, description_text: str = "") -> str:

@@ -46,7 +46,7 @@ def _snippet(text: str, width: int) -> str:
 
 def recall_table(result):
     """A rich table of a :class:`~dreaming_dagster.retrieval.recall.RecallResult`: one row per memory
-    with its seven signals and score, the weights and the model in the caption."""
+    with its eight signals and score, the weights and the model in the caption."""
     from rich.table import Table
 
     from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
@@ -59,7 +59,7 @@ def recall_table(result):
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     for name in SIGNAL_NAMES:
-        # Two-line headers keep the seven numbers narrow enough to leave room for the memory itself.
+        # Two-line headers keep the eight numbers narrow enough to leave room for the memory itself.
         header = {"neighbor_density": "nbr\ndensity"}.get(name, name.replace("_", "\n"))
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("session", no_wrap=True, max_width=10)

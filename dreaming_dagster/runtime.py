@@ -31,7 +31,9 @@ def default_recaller():
 
     settings = default_settings()
     return Recaller(default_database(), default_embedder(), ranker_path=settings.resolved_ranker_path,
-                    pool_size=settings.recall_pool_size, ef_search=settings.recall_ef_search)
+                    pool_size=settings.recall_pool_size, lexical_pool_size=settings.recall_lexical_pool_size,
+                    lexical_postings_per_word=settings.recall_lexical_postings_per_word,
+                    ef_search=settings.recall_ef_search)
 
 
 def reset_defaults() -> None:

@@ -76,10 +76,16 @@ class DreamingSettings(BaseSettings):
 
     # --- retrieval -------------------------------------------------------------------------------
     ranker_model_path: Path | None = Field(
-        default=None, description="The Composite ranker file recall() loads (v1 or v2, safetensors). Unset: "
+        default=None, description="The Composite ranker file recall() loads (v1, v2 or v3, safetensors). Unset: "
         "<data_dir>/models/ranker.safetensors; with no file there, ranking is pure cosine.")
     recall_pool_size: int = Field(default=50, ge=1, le=1000,
-                                  description="candidates drawn by cosine before the seven-signal ranking")
+                                  description="candidates drawn by cosine before the eight-signal ranking")
+    recall_lexical_pool_size: int = Field(default=50, ge=0, le=1000,
+                                          description="candidates drawn by BM25 and added to the cosine ones "
+                                          "(0: a cosine-only pool)")
+    recall_lexical_postings_per_word: int = Field(
+        default=1000, ge=1, le=1_000_000, description="postings the lexical pool reads per query word, the best "
+        "first (BM25 order is exact below it; higher is slower on large memories)")
     recall_ef_search: int = Field(default=200, ge=1, le=1000,
                                   description="hnsw.ef_search of recall connections (raised to the pool size)")
 

@@ -35,7 +35,7 @@ def run_job(database_url, data_dir, run_config):
 def config(mode="one-user", limit=20, epochs=2, prefix="lme", dataset=ORACLE):
     return {"ops": {"longmemeval_memory": {"config": {"dataset_path": str(dataset), "mode": mode,
                                                       "user_prefix": prefix, "limit_questions": limit}},
-                    "longmemeval_pools": {"config": {"pool_size": 20}},
+                    "longmemeval_pools": {"config": {"pool_size": 20, "lexical_pool_size": 10}},
                     "ranker_model": {"config": {"epochs": epochs, "seed": 3}}}}
 
 
@@ -45,20 +45,29 @@ def test_train_ranker_job_on_a_20_question_slice(database_url, tmp_path):
     memory, pools, model, evaluation = (metadata[name] for name in RANKER_ASSETS)
     assert memory["questions"] == 20 and memory["answerable"] <= 20 and memory["pairs_inserted"] > 100
     assert memory["users"] == 1 and memory["subjects_created"] > 0
-    assert pools["questions"] == memory["answerable"] and pools["candidates"] == 20 * pools["questions"]
-    assert 0 < pools["pool_recall@20"] <= 1
+    # Hybrid pools: the 20 by cosine plus up to 10 more by BM25; the union can only hold more.
+    assert pools["questions"] == memory["answerable"]
+    assert 20 * pools["questions"] < pools["candidates"] <= 30 * pools["questions"]
+    assert 0 < pools["cosine_pool_recall"] <= pools["pool_recall"] <= 1
     ws = RankerWorkspace(tmp_path.resolve() / "ranker")
     training = json.loads(ws.training.read_text())
-    assert len(training["models"]["v2"]["history"]) == 2
-    assert {load_ranker(ws.model(v)).version for v in ("v1", "v2")} == {"v1", "v2"}
-    # Published only when v2 beats cosine on validation; either way the decision is recorded.
+    assert len(training["models"]["v3"]["history"]) == 2
+    assert {v: load_ranker(ws.model(v)).version for v in ("v1", "v2", "v3", "v2-cosine-pool")} == {
+        "v1": "v1", "v2": "v2", "v3": "v3", "v2-cosine-pool": "v2"}
+    # Published only when v3 beats cosine on validation; either way the decision is recorded.
     published = (tmp_path / "models" / "ranker.safetensors").resolve()
     assert model["published"] == published.is_file()
-    assert model["published"] == (model["validation_ndcg@10_v2"] > model["validation_ndcg@10_cosine"])
+    assert model["published"] == (model["validation_ndcg@10_v3"] > model["validation_ndcg@10_cosine"])
+    if published.is_file():
+        assert load_ranker(published).version == "v3"
     assert "| ndcg@10 |" in evaluation["report"] and "Recall@10 by question type" in evaluation["report"]
     assert "data:image/png;base64," in evaluation["training_curves"]
     report = json.loads(ws.evaluation_json.read_text())
-    assert set(report["overall"]["validation"]) == {"cosine", "v1", "v2", "v1 (gold type)", "v2 (gold type)"}
+    assert set(report["overall"]["validation"]) == {"cosine", "bm25", "cosine+bm25 (RRF)", "v2 (cosine pool)",
+                                                    "v1", "v2", "v3", "v3 (gold type)"}
+    validation = report["overall"]["validation"]
+    assert validation["cosine"]["pool_recall"] <= validation["v3"]["pool_recall"]
+    assert validation["v2 (cosine pool)"]["pool_recall"] == validation["cosine"]["pool_recall"]
     # Re-running the memory asset stores nothing twice.
     again, metadata_again = run_job(database_url, tmp_path, config(epochs=1))
     assert again.success and metadata_again["longmemeval_memory"]["pairs_inserted"] == 0

@@ -21,9 +21,9 @@ from dreaming_dagster.retrieval.ranker import (
     load_ranker,
     save_ranker,
 )
-from dreaming_dagster.retrieval.recall import Recaller, composite_rows
+from dreaming_dagster.retrieval.recall import Recaller, composite_parameters, composite_rows
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, combined_score
-from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_vector
+from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_lexemes, text_vector
 
 QUERIES = ["what did I say about hiking", "my sister's birthday", "the car", "when did we talk", "x"]
 NOW = EPOCH + timedelta(days=70)
@@ -36,25 +36,35 @@ def memory(database):
             "bob": build_user(database, "bob", pairs=30, subjects=8, seed=2)}
 
 
-def sql_pool(database, user_id, query, *, pool_size, weights=COSINE_ONLY, **kwargs):
+def sql_pool(database, user_id, query, *, pool_size, weights=COSINE_ONLY, query_text="", lexical_pool_size=0,
+             **kwargs):
     with database.connect() as conn:
         return composite_rows(conn, user_id=user_id, kg_id="default", query_embedding=query, weights=weights,
-                              pool_size=pool_size, **kwargs)
+                              query_text=query_text, pool_size=pool_size, lexical_pool_size=lexical_pool_size,
+                              **kwargs)
 
 
 @pytest.mark.parametrize("as_of", [None, EPOCH + timedelta(days=30)])
 @pytest.mark.parametrize("session_id", [None, "s1"])
-def test_sql_signals_equal_the_python_reference(database, memory, as_of, session_id):
+@pytest.mark.parametrize("lexical_pool_size", [0, 6])
+def test_sql_signals_equal_the_python_reference(database, memory, as_of, session_id, lexical_pool_size):
     rng = np.random.default_rng(7)
+    lexical_candidates = 0
     for text in QUERIES:
         query = text_vector(text)
+        query_lexemes = list(text_lexemes(database, text))
         reference_time = as_of or NOW
         expected = memory["alice"].reference(query, 12, as_of=as_of, reference_time=reference_time,
-                                             session_id=session_id)
-        weights = SignalWeights(tuple(rng.dirichlet(np.ones(7))), float(rng.uniform(0.5, 3)), "random")
+                                             session_id=session_id, query_lexemes=query_lexemes,
+                                             lexical_size=lexical_pool_size)
+        weights = SignalWeights(tuple(rng.dirichlet(np.ones(len(SIGNAL_NAMES)))), float(rng.uniform(0.5, 3)),
+                                "random")
         rows = sql_pool(database, "alice", query, pool_size=12, weights=weights, as_of=as_of,
-                        reference_time=reference_time, session_id=session_id)
+                        reference_time=reference_time, session_id=session_id, query_text=text,
+                        lexical_pool_size=lexical_pool_size)
         assert {str(r["id"]) for r in rows} == set(expected)
+        lexical_candidates += sum(not r["in_vector_pool"] for r in rows)
+        assert all(r["in_lexical_pool"] or r["in_vector_pool"] for r in rows)
         for row in rows:
             for name in SIGNAL_NAMES:
                 assert row[name] == pytest.approx(expected[str(row["id"])][name], abs=1e-6), name
@@ -62,9 +72,12 @@ def test_sql_signals_equal_the_python_reference(database, memory, as_of, session
             assert row["score"] == pytest.approx(
                 combined_score(expected[str(row["id"])], weights.weights, weights.scale), abs=1e-6)
         assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
-    # The fixture exercises every graph signal (not all zeros), so the comparison above means something.
-    everything = sql_pool(database, "alice", text_vector(QUERIES[0]), pool_size=40, reference_time=NOW)
-    for name in ("subj_freq", "subj_sem", "neighbor_density", "rec_exp"):
+    # The lexical side adds candidates cosine missed, and the fixture exercises every graph and lexical
+    # signal (not all zeros), so the comparisons above mean something.
+    assert (lexical_candidates > 0) == (lexical_pool_size > 0)
+    everything = sql_pool(database, "alice", text_vector(QUERIES[0]), pool_size=40, reference_time=NOW,
+                          query_text=QUERIES[0])
+    for name in ("subj_freq", "subj_sem", "neighbor_density", "rec_exp", "lex"):
         assert max(r[name] for r in everything) > 0, name
 
 
@@ -137,7 +150,7 @@ def write_model(path, n_signals, dimension=8, seed=0):
     return save_ranker(CompositeRanker(dimension, n_signals), path, embedding_model="test-hash-vectors")
 
 
-@pytest.mark.parametrize(("n_signals", "version"), [(3, "v1"), (7, "v2")])
+@pytest.mark.parametrize(("n_signals", "version"), [(3, "v1"), (7, "v2"), (8, "v3")])
 def test_model_files_load_by_shape_and_rank(database, memory, tmp_path, n_signals, version):
     path = write_model(tmp_path / "ranker.safetensors", n_signals)
     loaded = load_ranker(path)
@@ -146,10 +159,9 @@ def test_model_files_load_by_shape_and_rank(database, memory, tmp_path, n_signal
     result = recaller.recall("alice", "what did I say about hiking", k=15, session_id="s1")
     assert result.weights.model.startswith(version)
     assert sum(result.weights.weights) == pytest.approx(1.0, abs=1e-5) and result.weights.scale > 0
-    if version == "v1":  # three weights: everything else is exactly zero
-        assert {n for n, w in result.weights.as_dict().items() if w > 0} == {"cos", "rec_lin", "subj_freq"}
-    else:
-        assert all(w > 0 for w in result.weights.weights)
+    # A model's head covers its version's signals; the others are exactly zero.
+    assert {n for n, w in result.weights.as_dict().items() if w > 0} == set(loaded.signal_names)
+    assert len(loaded.signal_names) == n_signals
     assert {"profile", "model", "query"} <= set(result.timings_ms)
     for m in result:
         assert m.score == pytest.approx(combined_score(m.signals, result.weights.weights,
@@ -157,8 +169,8 @@ def test_model_files_load_by_shape_and_rank(database, memory, tmp_path, n_signal
     assert [m.score for m in result] == sorted((m.score for m in result), reverse=True)
 
 
-def test_a_v2_file_is_small_and_self_describing(tmp_path):
-    path = write_model(tmp_path / "v2.safetensors", 7, dimension=384)
+def test_a_v3_file_is_small_and_self_describing(tmp_path):
+    path = write_model(tmp_path / "v3.safetensors", 8, dimension=384)
     assert path.stat().st_size < 1_000_000
     loaded = load_ranker(path)
     assert loaded.embedding_dim == 384 and loaded.signal_names == SIGNAL_NAMES
@@ -282,10 +294,9 @@ def explain(conn, params):
     return list(nodes(plan))
 
 
-def pool_params(user_id, query, pool_size=50):
-    return {"user_id": user_id, "kg_id": "default", "query": query, "pool_size": pool_size, "row_limit": pool_size,
-            "as_of": None, "reference_time": NOW, "session_id": None, "weights": list(COSINE_ONLY.weights),
-            "scale": 1.0, "remember_query": False}
+def pool_params(user_id, query, pool_size=50, query_text="pair about anything"):
+    return composite_parameters(user_id=user_id, kg_id="default", query_embedding=query, query_text=query_text,
+                                weights=COSINE_ONLY, pool_size=pool_size, row_limit=pool_size, reference_time=NOW)
 
 
 def exact_pool(conn, user_id, query, pool_size=50):

@@ -43,6 +43,34 @@ def test_local_embedder_vectors_are_stored_normalised(database, local_embedder):
     assert vector.shape == (384,) and abs(np.linalg.norm(vector) - 1) < 1e-5
 
 
+def test_each_turn_gets_its_own_vector_and_whole_pair_vectors_are_redone(database, local_embedder):
+    from dreaming_dagster.embeddings import pair_embedding_texts
+
+    save_pairs("alice", [pair(1, user_message="I adopted a beagle named Max", assistant_message="Congrats!"),
+                         pair(2, user_message="", assistant_message="Here is a pasta recipe")],
+               database=database, embedder=local_embedder)
+    both, reply_only = rows(database)
+    expected = local_embedder.embed(["user: I adopted a beagle named Max", "assistant: Congrats!",
+                                     "assistant: Here is a pasta recipe"])
+    assert np.allclose(both["embedding"].to_numpy(), expected[0], atol=1e-5)
+    assert np.allclose(both["reply_embedding"].to_numpy(), expected[1], atol=1e-5)
+    # A one-sided pair has one vector, of the side that has text.
+    assert np.allclose(reply_only["embedding"].to_numpy(), expected[2], atol=1e-5)
+    assert reply_only["reply_embedding"] is None
+    assert pair_embedding_texts("  ", "x") == ("assistant: x", None)
+    # A pair embedded whole (before migration 0009) is pending until both turns are embedded in place.
+    with database.connect() as conn:
+        conn.execute("UPDATE memory_pairs SET embedding = %s, reply_embedding = NULL WHERE turn_index = 1",
+                     (local_embedder.embed(["user: I adopted a beagle named Max\nassistant: Congrats!"])[0],))
+    assert user_stats(database, "alice")[0]["pending_embedding"] == 1
+    assert embed_pending_pairs(database, local_embedder, "alice").embedded == 1
+    redone, _ = rows(database)
+    assert np.allclose(redone["embedding"].to_numpy(), expected[0], atol=1e-5)
+    assert np.allclose(redone["reply_embedding"].to_numpy(), expected[1], atol=1e-5)
+    assert user_stats(database, "alice")[0]["pending_embedding"] == 0
+    assert embed_pending_pairs(database, local_embedder, "alice").embedded == 0  # a no-op once done
+
+
 def test_per_record_mode_stores_the_valid_records(database, embedder16):
     batch = [pair(1), pair(2, occurred_at="not a date"), pair(3, user_message="", assistant_message=""), pair(4)]
     result = save_pairs("alice", batch, database=database, embedder=embedder16)

@@ -101,7 +101,13 @@ def test_reembed_switches_model_and_dimension(database, openai_stub):
                                "AND NOT attisdropped").fetchone()
     assert pairs == {"n": 25, "e": 25, "d": 8}  # bob's unembedded pairs got vectors too
     assert subject_dims == {"d": 8}
-    assert {"memory_pairs_embedding_hnsw_idx", "subjects_embedding_hnsw_idx"} <= indexes
+    with database.connect() as conn:
+        replies = conn.execute("SELECT count(reply_embedding) AS r, max(vector_dims(reply_embedding)) AS d "
+                               "FROM memory_pairs").fetchone()
+    assert replies == {"r": 25, "d": 8}  # both turns of every pair re-embedded
+    assert {"memory_pairs_embedding_hnsw_idx", "memory_pairs_reply_embedding_hnsw_idx",
+            "memory_pairs_pending_embedding_idx", "memory_pairs_pending_reply_embedding_idx",
+            "subjects_embedding_hnsw_idx"} <= indexes
     assert staging == {"n": 0}
     assert reembed(database, new).skipped  # already current
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from dreaming_dagster.ingest.records import parse_timestamp
+from dreaming_dagster.ingest.records import MemoryPair, parse_timestamp
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
 from dreaming_dagster.training.approx_ndcg import approx_ndcg, true_ndcg
 from dreaming_dagster.training.evaluation import evaluate, markdown_report
@@ -112,20 +112,25 @@ def test_relevance_needle_and_answerability_from_the_oracle():
     answerable = [q for _, q in by_id.values() if q.answerable]
     assert sum(q.abstention for _, q in by_id.values()) == 30 and len(answerable) == 470
     raw, question = next(v for v in by_id.values() if len(v[1].relevant) >= 2 and len(v[1].session_ids) >= 2)
-    # Recompute by hand: pair i of a session is user turn 2i and assistant turn 2i+1.
-    expected = set()
+    # Recompute by hand: pair i of a session is user turn 2i and assistant turn 2i+1, named by the content
+    # hash ingestion stores it under.
+    by_session: dict[str, list[str]] = {}
+    dates = dict(zip(raw["haystack_session_ids"], raw["haystack_dates"], strict=True))
     for session_id, turns in zip(raw["haystack_session_ids"], raw["haystack_sessions"], strict=True):
         for i in range(0, len(turns) - 1, 2):
             if turns[i].get("has_answer") or turns[i + 1].get("has_answer"):
-                expected.add((session_id, i // 2))
+                by_session.setdefault(session_id, []).append(MemoryPair(session_id=session_id, user_message=turns[i]["content"],
+                                        assistant_message=turns[i + 1]["content"], turn_index=i // 2,
+                                        occurred_at=parse_timestamp(dates[session_id])).content_hash)
+    expected = {h for hashes in by_session.values() for h in hashes}
     if all(t["role"] == ("user" if k % 2 == 0 else "assistant") for turns in raw["haystack_sessions"]
            for k, t in enumerate(turns)):
         assert question.relevant == expected
+        assert set(question.evidence_sessions) == set(by_session)
+        # The needle is the last relevant pair of the latest evidence session.
+        latest = max(by_session, key=lambda s: (parse_timestamp(dates[s]), s))
+        assert question.evidence_sessions[-1] == latest and question.needle == by_session[latest][-1]
     assert question.needle in question.relevant
-    # The needle comes from the latest evidence session holding a relevant pair.
-    dates = dict(zip(raw["haystack_session_ids"], raw["haystack_dates"], strict=True))
-    with_answers = {s for s, _ in question.relevant}
-    assert question.needle[0] == max(with_answers, key=lambda s: (parse_timestamp(dates[s]), s))
     assert parse_question(raw) == question
     assert benchmark_user("one-user", "lme", "x") == "lme" and benchmark_user("per-question", "lme", "x") == "lme-x"
     with pytest.raises(ValueError):
@@ -133,9 +138,9 @@ def test_relevance_needle_and_answerability_from_the_oracle():
 
 
 # ---------------------------------------------------------------------------------- training, synthetic
-def synthetic_pools(questions=120, pool=20, seed=0):
-    """Pools where the relevant candidate is marked by subj_sem, not by cosine: a ranker that learns to
-    weight subj_sem must beat cosine."""
+def synthetic_pools(questions=120, pool=20, seed=0, lexical_only=5):
+    """Hybrid pools where the relevant candidate is marked by lex, not by cosine: a ranker that learns to
+    weight lex must beat cosine. The last ``lexical_only`` candidates were drawn by BM25 alone."""
     rng = np.random.default_rng(seed)
     question_rows, candidate_rows = [], []
     for q in range(questions):
@@ -144,8 +149,9 @@ def synthetic_pools(questions=120, pool=20, seed=0):
             signals = {name: float(rng.uniform(0, 0.5)) for name in SIGNAL_NAMES}
             signals["cos"] = float(0.9 - 0.02 * rank)
             if rank == relevant:
-                signals["subj_sem"] = float(rng.uniform(0.8, 1.0))
+                signals["lex"] = float(rng.uniform(0.8, 1.0))
             candidate_rows.append({"question_id": f"q{q:03d}", "rank": rank, "similarity": signals["cos"], **signals,
+                                   "in_vector_pool": rank < pool - lexical_only,
                                    "relevant": rank == relevant, "needle": rank == relevant})
         question_rows.append({
             "question_id": f"q{q:03d}", "longmemeval_type": ["multi-session", "temporal-reasoning"][q % 2],
@@ -162,16 +168,26 @@ def test_training_learns_the_signal_that_matters_and_is_deterministic():
     data = synthetic_pools()
     features = data.features(data.ranker_types)
     train_rows, validation_rows = list(range(96)), list(range(96, 120))
-    first = train_ranker(data, features, train_rows, validation_rows, epochs=8, seed=5, learning_rate=5e-3)
-    second = train_ranker(data, features, train_rows, validation_rows, epochs=8, seed=5, learning_rate=5e-3)
+    first = train_ranker(data, features, train_rows, validation_rows, version="v3", epochs=8, seed=5,
+                         learning_rate=5e-3)
+    second = train_ranker(data, features, train_rows, validation_rows, version="v3", epochs=8, seed=5,
+                          learning_rate=5e-3)
     for name, tensor in first.model.state_dict().items():
         assert torch.equal(tensor, second.model.state_dict()[name]), name
     assert first.history == second.history and 1 <= first.best_epoch <= 8
     cosine = mean_metric(ranking_metrics(data, data.signals[validation_rows][..., 0], validation_rows), "ndcg@10")
     assert first.best_validation_ndcg10 > cosine + 0.2
-    evaluation = evaluate(data, {"v2": first.model}, predicted_features=features, gold_features=features,
+    evaluation = evaluate(data, {"v3": first.model}, predicted_features=features, gold_features=features,
                           splits={"validation": validation_rows, "all": list(range(120))})
-    weights = evaluation.mean_weights["v2"]
-    assert max(SIGNAL_NAMES, key=weights.get) == "subj_sem"
+    weights = evaluation.mean_weights["v3"]
+    assert max(SIGNAL_NAMES, key=weights.get) == "lex"
+    # The cosine baseline ranks only what cosine drew (a quarter of the relevant pairs are lexical-only);
+    # bm25 alone is perfect here by construction; every method sees identical questions.
+    validation = evaluation.overall["validation"]
+    assert validation["v3"]["pool_recall"] == 1.0 and validation["bm25"]["recall@10"] == 1.0
+    assert validation["cosine"]["pool_recall"] == pytest.approx(np.mean(
+        [data.labels[q][data.vector_mask[q]].sum() for q in validation_rows]))
+    assert validation["cosine"]["pool_recall"] < 1.0
+    assert set(validation) == {"cosine", "bm25", "cosine+bm25 (RRF)", "v3", "v3 (gold type)"}
     report = markdown_report(evaluation, title="t", context={"dataset": "synthetic"})
-    assert "| ndcg@10 |" in report and "| subj_sem |" in report and "temporal-reasoning" in report
+    assert "| ndcg@10 |" in report and "| lex |" in report and "temporal-reasoning" in report

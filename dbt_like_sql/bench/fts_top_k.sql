@@ -4,7 +4,7 @@
 WITH q AS (
     SELECT replace(plainto_tsquery('english', %(question)s)::text, ' & ', ' | ')::tsquery AS query
 )
-SELECT d.session_id, d.turn_index,
+SELECT d.content_hash,
        CASE WHEN %(ranker)s = 'ts_rank_cd' THEN ts_rank_cd(d.document, q.query, %(normalization)s)
             ELSE ts_rank(d.document, q.query, %(normalization)s) END AS score
 FROM bench_pair_documents d, q

@@ -3,7 +3,9 @@ SELECT kg_id,
        count(*)                                  AS pairs,
        coalesce(sum(token_count), 0)             AS tokens,
        count(DISTINCT session_id)                AS sessions,
-       count(*) FILTER (WHERE embedding IS NULL) AS pending_embedding,
+       count(*) FILTER (WHERE embedding IS NULL
+                        OR (reply_embedding IS NULL AND btrim(user_message) <> ''
+                            AND btrim(assistant_message) <> '')) AS pending_embedding,
        count(*) FILTER (WHERE extracted_at IS NULL) AS pending_extraction,
        min(occurred_at)                          AS first_occurred_at,
        max(occurred_at)                          AS last_occurred_at

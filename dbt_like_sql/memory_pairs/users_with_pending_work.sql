@@ -5,7 +5,10 @@ SELECT user_id,
        max(newest_at)         AS newest_at
 FROM (
     SELECT user_id, count(*) AS pending, max(ingested_at) AS newest_at
-    FROM memory_pairs WHERE embedding IS NULL GROUP BY user_id
+    FROM memory_pairs
+    WHERE embedding IS NULL
+       OR (reply_embedding IS NULL AND btrim(user_message) <> '' AND btrim(assistant_message) <> '')
+    GROUP BY user_id
     UNION ALL
     SELECT user_id, count(*), max(ingested_at)
     FROM memory_pairs WHERE extracted_at IS NULL AND attempts < %(max_attempts)s GROUP BY user_id

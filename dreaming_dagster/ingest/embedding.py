@@ -1,11 +1,12 @@
-"""Fill in the embeddings of pairs stored without one (deferred, or the embedder failed at save time)."""
+"""Fill in the vectors of pairs stored without them (deferred, or the embedder failed at save time), and
+re-embed turn by turn the pairs embedded whole before migration 0009."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dreaming_dagster.embeddings import Embedder, pair_embedding_text
+from dreaming_dagster.embeddings import Embedder, embed_pair_turns
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 
@@ -38,15 +39,15 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
                                  ).fetchall()
         if not batch:
             break
-        texts = [pair_embedding_text(r["user_message"], r["assistant_message"]) for r in batch]
+        turns = [(r["user_message"], r["assistant_message"]) for r in batch]
         updates = []
         try:
-            updates = list(zip(batch, embedder.embed(texts), strict=True))
+            updates = list(zip(batch, embed_pair_turns(embedder, turns), strict=True))
             consecutive_failures = 0
         except Exception:
-            for row, text in zip(batch, texts, strict=True):
+            for row, pair_turns in zip(batch, turns, strict=True):
                 try:
-                    updates.append((row, embedder.embed([text])[0]))
+                    updates.append((row, embed_pair_turns(embedder, [pair_turns])[0]))
                     consecutive_failures = 0
                 except Exception as exc:  # keep the row pending; a later run retries it
                     run.failed_pairs.append(str(row["id"]))
@@ -58,7 +59,8 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
         if updates:
             with database.connect() as conn, conn.transaction(), conn.cursor() as cursor:
                 cursor.executemany(load_sql("memory_pairs/set_embedding"), [
-                    {"id": row["id"], "user_id": user_id, "embedding": vector} for row, vector in updates])
+                    {"id": row["id"], "user_id": user_id, "embedding": vector, "reply_embedding": reply}
+                    for row, (vector, reply) in updates])
             run.embedded += len(updates)
             if on_batch:
                 on_batch(len(updates))

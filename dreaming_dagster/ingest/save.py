@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from psycopg.types.json import Jsonb
 
-from dreaming_dagster.embeddings import Embedder, pair_embedding_text
+from dreaming_dagster.embeddings import Embedder, embed_pair_turns
 from dreaming_dagster.ingest.records import (
     InvalidInputError,
     MemoryPair,
@@ -80,16 +80,20 @@ def validate_records(records: Iterable[object]) -> tuple[list[MemoryPair], list[
     return pairs, rejections
 
 
-def embed_or_none(embedder: Embedder, texts: Sequence[str], batch_size: int) -> list[np.ndarray | None]:
-    """Embed in batches; a failing batch yields None for its texts instead of raising."""
-    vectors: list[np.ndarray | None] = []
-    for start in range(0, len(texts), batch_size):
-        chunk = texts[start:start + batch_size]
+PairVectors = tuple[np.ndarray | None, np.ndarray | None]  # (embedding, reply_embedding)
+
+
+def embed_or_none(embedder: Embedder, pairs: Sequence[MemoryPair], batch_size: int) -> list[PairVectors]:
+    """Embed each pair's turns in batches; a failing batch yields (None, None) for its pairs instead of
+    raising."""
+    vectors: list[PairVectors] = []
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start:start + batch_size]
         try:
-            vectors.extend(embedder.embed(chunk))
+            vectors.extend(embed_pair_turns(embedder, [(p.user_message, p.assistant_message) for p in chunk]))
         except Exception as exc:  # any provider failure: keep the pairs, embed them later
             logger.warning("embedding %d pair(s) failed, storing them as pending: %s", len(chunk), exc)
-            vectors.extend([None] * len(chunk))
+            vectors.extend([(None, None)] * len(chunk))
     return vectors
 
 
@@ -117,20 +121,16 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
         return result
 
     # Embed outside the transaction: the model is the slow part, the transaction stays short.
-    if embed:
-        texts = [pair_embedding_text(p.user_message, p.assistant_message) for p in new_pairs]
-        vectors = embed_or_none(embedder, texts, batch_size)
-    else:
-        vectors = [None] * len(new_pairs)
+    vectors = embed_or_none(embedder, new_pairs, batch_size) if embed else [(None, None)] * len(new_pairs)
 
     rows = []
-    for pair, vector in zip(new_pairs, vectors, strict=True):
+    for pair, (vector, reply_vector) in zip(new_pairs, vectors, strict=True):
         tokens = count_tokens(pair.user_message, pair.assistant_message)
         rows.append({
             "user_id": user_id, "kg_id": kg_id, "session_id": pair.session_id, "turn_index": pair.turn_index,
             "user_message": pair.user_message, "assistant_message": pair.assistant_message,
             "occurred_at": pair.occurred_at, "token_count": tokens, "content_hash": pair.content_hash,
-            "metadata": Jsonb(dict(pair.metadata)), "embedding": vector,
+            "metadata": Jsonb(dict(pair.metadata)), "embedding": vector, "reply_embedding": reply_vector,
         })
 
     with database.connect() as conn, conn.transaction(), conn.cursor() as cursor:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,
            as_of: str | datetime | None = None, kg_id: str = "default") -> RecallResult:
-    """The ``k`` best memories of ``user_id`` for ``query``, each with its seven signals and score.
+    """The ``k`` best memories of ``user_id`` for ``query``, each with its eight signals and score.
 
     ``session_id`` is the caller's current chat session (its pairs get the same-session signal);
     ``as_of`` ranks the memory as it was at that time (only pairs before it; recency measured from it).

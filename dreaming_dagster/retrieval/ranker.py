@@ -1,15 +1,15 @@
 """The Composite ranker: a small torch MLP that reads the query and its situation and picks the weights
 of the ranking signals (and a scale), plus its file format.
 
-v2 reads the query embedding concatenated with the 17 features (:mod:`.features`) and outputs a softmax
-over the seven signals and a positive scale; v1 is the same network with a three-weight head over
-``cos``, ``rec_lin`` and ``subj_freq``. Scores are ``scale × Σ wₖ·sₖ``: the scale never changes the order
+v3 reads the query embedding concatenated with the 17 features (:mod:`.features`) and outputs a softmax
+over the eight signals and a positive scale; v2 is the same network over the first seven (no ``lex``), v1
+over three: ``cos``, ``rec_lin`` and ``subj_freq``. Scores are ``scale × Σ wₖ·sₖ``: the scale never changes the order
 inside one query, but it sets how sharply scores separate, which is what ApproxNDCG trains against, and
 it keeps scores comparable across queries.
 
 Files are safetensors (no pickle: loading a file never runs code) with metadata saying what the file is:
-format, version, embedding model and dimension, signal and feature names. The loader tells v1 from v2 by
-the shape of the weight head, as the reference's binary does, and refuses a file whose metadata and
+format, version, embedding model and dimension, signal and feature names. The loader tells v1, v2 and v3
+apart by the shape of the weight head, as the reference's binary does, and refuses a file whose metadata and
 shapes disagree.
 """
 
@@ -28,10 +28,16 @@ from safetensors.torch import save_file
 from torch import nn
 
 from dreaming_dagster.retrieval.features import FEATURE_NAMES
-from dreaming_dagster.retrieval.signals import COSINE_WEIGHTS, SIGNAL_NAMES, V1_SIGNAL_NAMES, expand_weights
+from dreaming_dagster.retrieval.signals import (
+    COSINE_WEIGHTS,
+    SIGNAL_NAMES,
+    V1_SIGNAL_NAMES,
+    V2_SIGNAL_NAMES,
+    expand_weights,
+)
 
 FILE_FORMAT = "dreaming-composite-ranker"
-SIGNALS_BY_VERSION: dict[str, tuple[str, ...]] = {"v1": V1_SIGNAL_NAMES, "v2": SIGNAL_NAMES}
+SIGNALS_BY_VERSION: dict[str, tuple[str, ...]] = {"v1": V1_SIGNAL_NAMES, "v2": V2_SIGNAL_NAMES, "v3": SIGNAL_NAMES}
 VERSION_BY_HEAD_SIZE = {len(names): version for version, names in SIGNALS_BY_VERSION.items()}
 DEFAULT_HIDDEN = (128, 64)
 
@@ -127,7 +133,7 @@ def load_ranker(path: Path) -> RankerFile:
         raise RankerFileError(f"{path}: missing tensors weight_head.weight / trunk.0.weight")
     version = VERSION_BY_HEAD_SIZE.get(head.shape[0])
     if version is None:
-        raise RankerFileError(f"{path}: weight head has {head.shape[0]} outputs; a v1 ranker has 3, a v2 has 7")
+        raise RankerFileError(f"{path}: weight head has {head.shape[0]} outputs; a v1 ranker has 3, a v2 7, a v3 8")
     declared = metadata.get("version")
     if declared and declared != version:
         raise RankerFileError(f"{path}: metadata says {declared} but the weight head's shape is {version}'s")
@@ -157,7 +163,7 @@ def load_ranker(path: Path) -> RankerFile:
 
 @dataclass(frozen=True)
 class SignalWeights:
-    """What a ranker chose for one query: the seven weights (in SIGNAL_NAMES order) and the scale."""
+    """What a ranker chose for one query: the eight weights (in SIGNAL_NAMES order) and the scale."""
 
     weights: tuple[float, ...]
     scale: float
@@ -171,7 +177,7 @@ COSINE_ONLY = SignalWeights(weights=COSINE_WEIGHTS, scale=1.0, model="cosine (no
 
 
 def predict_weights(ranker: RankerFile, query_embedding: np.ndarray, features: np.ndarray) -> SignalWeights:
-    """One forward pass (sub-millisecond on CPU) → the seven SQL weights and the scale."""
+    """One forward pass (sub-millisecond on CPU) → the eight SQL weights and the scale."""
     if query_embedding.shape[-1] != ranker.embedding_dim:
         raise ValueError(f"the ranker {ranker.name} reads {ranker.embedding_dim}-d query embeddings, "
                          f"got {query_embedding.shape[-1]}-d; retrain it for this embedder")

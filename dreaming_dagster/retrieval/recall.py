@@ -1,7 +1,8 @@
-"""recall(): the best memories for a query, ranked by the seven signals with the weights a model chose.
+"""recall(): the best memories for a query, ranked by the eight signals with the weights a model chose.
 
-One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool, computes every
-signal, scores and orders; it also records the user's last-query time. With a trained model loaded, one
+One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool (the top pairs by
+cosine and the top pairs by BM25 over the user's lexical index), computes every signal, scores and orders;
+it also records the user's last-query time. With a trained model loaded, one
 small statement before it reads the model's per-user inputs (``retrieval/user_profile``), then the model
 runs (well under a millisecond). With no model the ranking is pure cosine and the profile is skipped.
 """
@@ -36,13 +37,17 @@ from dreaming_dagster.retrieval.ranker import (
     load_ranker,
     predict_weights,
 )
-from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 
 logger = logging.getLogger(__name__)
 MAX_K = 200
 DEFAULT_POOL_SIZE = 50
+DEFAULT_LEXICAL_POOL_SIZE = 50
+# The lexical pool reads at most this many postings per query word (the best by BM25 weight); exact BM25
+# order below it. bench/recall.py measures what it keeps of the exact lexical top-50 at 100,000 pairs.
+DEFAULT_LEXICAL_POSTINGS_PER_WORD = 1000
 
 
 @dataclass(frozen=True)
@@ -120,20 +125,40 @@ def validate_request(user_id: object, query: object, k: object = 10, session_id:
 
 
 def composite_rows(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_embedding: np.ndarray,
-                   weights: SignalWeights, pool_size: int = DEFAULT_POOL_SIZE, row_limit: int | None = None,
+                   query_text: str, weights: SignalWeights, pool_size: int = DEFAULT_POOL_SIZE,
+                   lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
+                   lexical_postings_per_word: int = DEFAULT_LEXICAL_POSTINGS_PER_WORD, row_limit: int | None = None,
                    as_of: datetime | None = None, reference_time: datetime | None = None,
                    session_id: str | None = None, remember_query: bool = False) -> list[dict]:
-    """Run the composite statement: the pool with its seven signals and scores, best first.
+    """Run the composite statement: the pool with its eight signals and scores, best first.
 
-    Training calls this with ``row_limit=pool_size`` to read the whole pool; recall with its k.
+    Training calls this with ``row_limit=pool_size + lexical_pool_size`` to read the whole pool; recall
+    with its k. ``lexical_pool_size=0`` gives the cosine-only pool (``lex`` is still computed).
     """
-    reference_time = reference_time or as_of or datetime.now(UTC)
-    return conn.execute(load_sql("retrieval/composite_ranking"), {
+    return conn.execute(load_sql("retrieval/composite_ranking"), composite_parameters(
+        user_id=user_id, kg_id=kg_id, query_embedding=query_embedding, query_text=query_text, weights=weights,
+        pool_size=pool_size, lexical_pool_size=lexical_pool_size, lexical_postings_per_word=lexical_postings_per_word,
+        row_limit=row_limit, as_of=as_of, reference_time=reference_time, session_id=session_id,
+        remember_query=remember_query)).fetchall()
+
+
+def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarray, query_text: str,
+                         weights: SignalWeights, pool_size: int = DEFAULT_POOL_SIZE,
+                         lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
+                         lexical_postings_per_word: int = DEFAULT_LEXICAL_POSTINGS_PER_WORD,
+                         row_limit: int | None = None,
+                         as_of: datetime | None = None, reference_time: datetime | None = None,
+                         session_id: str | None = None, remember_query: bool = False) -> dict[str, Any]:
+    """The composite statement's parameters (also what EXPLAIN in tests and benchmarks binds)."""
+    return {
         "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
-        "pool_size": pool_size, "row_limit": row_limit or pool_size, "as_of": as_of,
-        "reference_time": reference_time, "session_id": session_id, "weights": list(weights.weights),
-        "scale": weights.scale, "remember_query": remember_query,
-    }).fetchall()
+        # Postgres text cannot hold NUL; the lexical side reads the query without them.
+        "query_text": query_text.replace("\x00", " "), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
+        "lexical_postings_per_word": lexical_postings_per_word, "bm25_k1": BM25_K1, "bm25_b": BM25_B,
+        "row_limit": row_limit or pool_size + lexical_pool_size, "as_of": as_of,
+        "reference_time": reference_time or as_of or datetime.now(UTC), "session_id": session_id,
+        "weights": list(weights.weights), "scale": weights.scale, "remember_query": remember_query,
+    }
 
 
 def to_memory(row: Mapping[str, Any]) -> RecalledMemory:
@@ -159,9 +184,15 @@ class Recaller:
 
     def __init__(self, database: Database, embedder: Embedder, *, ranker_path: Path | None = None,
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
-                 ef_search: int = 200):
+                 lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
+                 lexical_postings_per_word: int = DEFAULT_LEXICAL_POSTINGS_PER_WORD, ef_search: int = 200):
         if not 1 <= pool_size <= 1000:
             raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
+        if not 0 <= lexical_pool_size <= 1000:
+            raise ValueError(f"lexical_pool_size must be between 0 and 1000, got {lexical_pool_size}")
+        if lexical_postings_per_word < 1:
+            raise ValueError(f"lexical_postings_per_word must be at least 1, got {lexical_postings_per_word}")
+        self.lexical_pool_size, self.lexical_postings_per_word = lexical_pool_size, lexical_postings_per_word
         self.database, self.embedder = database, embedder
         self.ranker_path = Path(ranker_path) if ranker_path else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
@@ -250,7 +281,9 @@ class Recaller:
                 timings["model"] = (time.perf_counter() - started) * 1000
             started = time.perf_counter()
             rows = composite_rows(conn, user_id=request.user_id, kg_id=request.kg_id,
-                                  query_embedding=query_embedding, weights=weights, pool_size=pool_size,
+                                  query_embedding=query_embedding, query_text=request.query, weights=weights,
+                                  pool_size=pool_size, lexical_pool_size=self.lexical_pool_size,
+                                  lexical_postings_per_word=self.lexical_postings_per_word,
                                   row_limit=request.k, as_of=request.as_of, reference_time=query_time,
                                   session_id=request.session_id,
                                   remember_query=remember_query and request.as_of is None)

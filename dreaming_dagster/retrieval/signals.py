@@ -1,10 +1,11 @@
-"""The seven ranking signals, their names and order, and a plain-Python reference implementation.
+"""The eight ranking signals, their names and order, and a plain-Python reference implementation.
 
 Serving computes the signals in one SQL statement (``dbt_like_sql/retrieval/composite_ranking.sql``);
 this module states the same definitions in Python so the SQL can be checked against them (tests compare
 the two to 1e-6) and so the definitions read in one place. Every signal is in [0, 1]:
 
-- ``cos``: cosine similarity of the query and the pair, clamped at 0;
+- ``cos``: cosine similarity of the query and the pair — the better of the pair's two vectors (its user
+  turn and its assistant turn, migration 0009) — clamped at 0;
 - ``rec_lin``: the pair's time, min–max scaled inside the pool (1 when the pool spans no time);
 - ``rec_exp``: 0.5 ** (age_days / 14), age measured from the reference time (as_of or now), never negative;
 - ``subj_freq``: the sum of link counts of the pair's live subjects (links to pairs before as_of), divided
@@ -12,26 +13,40 @@ the two to 1e-6) and so the definitions read in one place. Every signal is in [0
 - ``subj_sem``: the highest cosine between the query and one of the pair's subjects (0 without subjects);
 - ``sess``: 1 when the pair belongs to the caller's current session;
 - ``neighbor_density``: how many other candidates share a subject with the pair, divided by the pool's
-  maximum (0 when no two candidates share one).
+  maximum (0 when no two candidates share one);
+- ``lex``: the pair's BM25 score for the query over the user's lexical index, divided by the pool's
+  maximum (0 when no candidate shares a word with the query).
+
+BM25 (:func:`bm25`): for each distinct query lexeme t the pair holds, idf(t) · tf·(k1+1) / (tf + k1·(1 − b
++ b·len/avg_len)), with idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5)); N, df and avg_len are the user's.
+Lexemes are Postgres' 'english' text-search lexemes; the SQL tokenizes, this module only scores.
+
+The pool the signals are computed over is the union of the top candidates by cosine and by BM25, so a
+pair found only by its words still has all eight signals.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
-SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density")
+SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density",
+                                  "lex")
+V2_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:7]
 V1_SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "subj_freq")
 REC_EXP_HALF_LIFE_DAYS = 14.0
+BM25_K1 = 1.2
+BM25_B = 0.75
 # With no trained model the ranking is pure cosine, so recall works from the first stored pair.
-COSINE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+COSINE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def expand_weights(weights: Sequence[float], signal_names: Sequence[str]) -> list[float]:
-    """Weights over a subset of signals (a v1 model's three) as the full seven-weight vector the SQL takes."""
+    """Weights over a subset of signals (a v1 model's three, a v2's seven) as the full vector the SQL takes."""
     unknown = set(signal_names) - set(SIGNAL_NAMES)
     if unknown:
         raise ValueError(f"unknown signal names {sorted(unknown)}; known: {list(SIGNAL_NAMES)}")
@@ -48,22 +63,45 @@ class PoolPair:
     pair_id: str
     session_id: str
     occurred_at: datetime
-    embedding: np.ndarray
+    embedding: np.ndarray | None  # None while the pair's embedding is pending (cos is then 0)
+    reply_embedding: np.ndarray | None = None  # the assistant turn's vector, when both turns have text
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+def pair_similarity(query: np.ndarray, pair: PoolPair) -> float:
+    """The better cosine of the pair's vectors (0 when it has none yet)."""
+    vectors = [v for v in (pair.embedding, pair.reply_embedding) if v is not None]
+    return max((_cosine(query, v) for v in vectors), default=0.0)
+
+
+def bm25(query_lexemes: Sequence[str], pair_lexemes: Mapping[str, int], *, document_frequency: Mapping[str, int],
+         pair_count: int, average_length: float, k1: float = BM25_K1, b: float = BM25_B) -> float:
+    """BM25 of one pair (its lexeme → term frequency) for a query's lexemes, with the user's statistics."""
+    length = sum(pair_lexemes.values())
+    score = 0.0
+    for lexeme in set(query_lexemes):
+        tf = pair_lexemes.get(lexeme, 0)
+        if tf:
+            df = document_frequency[lexeme]
+            idf = math.log(1 + (pair_count - df + 0.5) / (df + 0.5))
+            score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average_length))
+    return score
+
+
 def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
                       pair_subjects: Mapping[str, Sequence[str]],
                       subject_embeddings: Mapping[str, np.ndarray | None],
                       subject_link_counts: Mapping[str, int],
-                      reference_time: datetime, session_id: str | None) -> dict[str, dict[str, float]]:
-    """The seven signals of every pool pair, by pair id, computed the slow and obvious way.
+                      reference_time: datetime, session_id: str | None,
+                      lexical_scores: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
+    """The eight signals of every pool pair, by pair id, computed the slow and obvious way.
 
     ``pair_subjects`` maps a pair to its live subjects; ``subject_link_counts`` counts each subject's
-    links (to pairs before as_of); ``pool`` is the candidate pool already chosen (top-K by cosine).
+    links (to pairs before as_of); ``lexical_scores`` is each pair's BM25 (:func:`bm25`; missing means 0);
+    ``pool`` is the candidate pool already chosen.
     """
     if not pool:
         return {}
@@ -78,6 +116,8 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
             1 for other in pool
             if other.pair_id != p.pair_id and mine & set(pair_subjects.get(other.pair_id, ()))))
     max_links, max_neighbors = max(links.values()), max(neighbors.values())
+    lexical = {p.pair_id: float((lexical_scores or {}).get(p.pair_id, 0.0)) for p in pool}
+    max_lexical = max(lexical.values())
 
     signals = {}
     for p in pool:
@@ -85,17 +125,18 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
         subject_sims = [_cosine(query, subject_embeddings[s]) for s in pair_subjects.get(p.pair_id, ())
                         if subject_embeddings.get(s) is not None]
         signals[p.pair_id] = {
-            "cos": min(max(_cosine(query, p.embedding), 0.0), 1.0),
+            "cos": min(max(pair_similarity(query, p), 0.0), 1.0),
             "rec_lin": 1.0 if hi == lo else (epochs[p.pair_id] - lo) / (hi - lo),
             "rec_exp": 0.5 ** (age_days / REC_EXP_HALF_LIFE_DAYS),
             "subj_freq": links[p.pair_id] / max_links if max_links else 0.0,
             "subj_sem": min(max(max(subject_sims), 0.0), 1.0) if subject_sims else 0.0,
             "sess": 1.0 if session_id is not None and p.session_id == session_id else 0.0,
             "neighbor_density": neighbors[p.pair_id] / max_neighbors if max_neighbors else 0.0,
+            "lex": lexical[p.pair_id] / max_lexical if max_lexical else 0.0,
         }
     return signals
 
 
 def combined_score(signals: Mapping[str, float], weights: Sequence[float], scale: float) -> float:
-    """scale × Σ wₖ·sₖ over the seven signals (the SQL's score)."""
+    """scale × Σ wₖ·sₖ over the eight signals (the SQL's score)."""
     return scale * sum(w * signals[name] for w, name in zip(weights, SIGNAL_NAMES, strict=True))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from dreaming_dagster.embeddings import Embedder, EmbeddingSpec, pair_embedding_text, subject_embedding_text
+from dreaming_dagster.embeddings import Embedder, EmbeddingSpec, embed_pair_turns, subject_embedding_text
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import (
     CONFIG_EMBEDDING_DIMENSION,
@@ -38,28 +38,38 @@ class ReembedResult:
     skipped: bool = False
 
 
-def _fill(conn: psycopg.Connection, embedder: Embedder, batch_sql: str, set_sql: str,
-          text_of: Callable[[dict], str], batch_size: int, on_rows: Callable[[int], None] | None) -> int:
+def _fill(conn: psycopg.Connection, batch_sql: str, set_sql: str,
+          parameters_of: Callable[[list[dict]], list[dict]], batch_size: int,
+          on_rows: Callable[[int], None] | None) -> int:
     done = 0
     while True:
         rows = conn.execute(load_sql(batch_sql), {"limit": batch_size}).fetchall()
         if not rows:
             return done
-        vectors = embedder.embed([text_of(row) for row in rows])
+        parameters = parameters_of(rows)
         with conn.transaction(), conn.cursor() as cursor:
-            cursor.executemany(load_sql(set_sql), [{"id": row["id"], "embedding": vector}
-                                                   for row, vector in zip(rows, vectors, strict=True)])
+            cursor.executemany(load_sql(set_sql), parameters)
         done += len(rows)
         if on_rows:
             on_rows(len(rows))
 
 
-def _pair_text(row: dict) -> str:
-    return pair_embedding_text(row["user_message"], row["assistant_message"])
+def _fill_pairs(conn: psycopg.Connection, embedder: Embedder, batch_size: int,
+                on_rows: Callable[[int], None] | None) -> int:
+    def parameters(rows: list[dict]) -> list[dict]:
+        vectors = embed_pair_turns(embedder, [(row["user_message"], row["assistant_message"]) for row in rows])
+        return [{"id": row["id"], "embedding": vector, "reply_embedding": reply}
+                for row, (vector, reply) in zip(rows, vectors, strict=True)]
+    return _fill(conn, "reembed/pairs_batch", "reembed/set_pair", parameters, batch_size, on_rows)
 
 
-def _subject_text(row: dict) -> str:
-    return subject_embedding_text(row["subject_text"], row["description_text"])
+def _fill_subjects(conn: psycopg.Connection, embedder: Embedder, batch_size: int,
+                   on_rows: Callable[[int], None] | None) -> int:
+    def parameters(rows: list[dict]) -> list[dict]:
+        vectors = embedder.embed([subject_embedding_text(row["subject_text"], row["description_text"])
+                                  for row in rows])
+        return [{"id": row["id"], "embedding": vector} for row, vector in zip(rows, vectors, strict=True)]
+    return _fill(conn, "reembed/subjects_batch", "reembed/set_subject", parameters, batch_size, on_rows)
 
 
 def count_rows(database: Database) -> int:
@@ -90,18 +100,14 @@ def reembed(database: Database, embedder: Embedder, *, force: bool = False, batc
                 conn.execute(load_sql("reembed/drop_staging"))  # left by a run aimed at another model
             conn.execute(render_dimension(load_sql("reembed/stage_columns"), target.dimension))
         result = ReembedResult(previous=previous, current=target)
-        result.pairs = _fill(conn, embedder, "reembed/pairs_batch", "reembed/set_pair", _pair_text,
-                             batch_size, on_rows)
-        result.subjects = _fill(conn, embedder, "reembed/subjects_batch", "reembed/set_subject",
-                                _subject_text, batch_size, on_rows)
+        result.pairs = _fill_pairs(conn, embedder, batch_size, on_rows)
+        result.subjects = _fill_subjects(conn, embedder, batch_size, on_rows)
         with conn.transaction():
             lock_schema(conn)
             conn.execute(load_sql("reembed/lock_tables"))
             # Rows written while we filled: few, embedded here under the lock (batches become savepoints).
-            result.pairs += _fill(conn, embedder, "reembed/pairs_batch", "reembed/set_pair", _pair_text,
-                                  batch_size, on_rows)
-            result.subjects += _fill(conn, embedder, "reembed/subjects_batch", "reembed/set_subject",
-                                     _subject_text, batch_size, on_rows)
+            result.pairs += _fill_pairs(conn, embedder, batch_size, on_rows)
+            result.subjects += _fill_subjects(conn, embedder, batch_size, on_rows)
             conn.execute(load_sql("reembed/swap_columns"))
             conn.execute(render_dimension(load_sql("reembed/recompute_centroids"), target.dimension))
             write_config(conn, CONFIG_EMBEDDING_MODEL, target.model)

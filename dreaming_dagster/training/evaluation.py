@@ -17,9 +17,14 @@ LONGMEMEVAL_TYPE_ORDER = ("knowledge-update", "single-session-assistant", "singl
                           "temporal-reasoning", "single-session-preference")
 
 
+RRF_K = 60  # reciprocal-rank fusion's constant, as the hybrid issue measured it
+
+
 @dataclass
 class Evaluation:
-    # split → method → metric → mean. Methods: cosine, v1, v2 (predicted question type), v1/v2 (gold type).
+    # split → method → metric → mean. Methods: the baselines (cosine over the cosine pool; BM25 and their
+    # reciprocal-rank fusion over the hybrid pool), each model with the predicted question type, models
+    # trained on the cosine pool alone, and the gold-type variants.
     overall: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # split → LongMemEval type → {"n": count, method: Recall@10}
     recall10_by_type: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
@@ -32,25 +37,56 @@ class Evaluation:
                 "mean_weights": self.mean_weights, "questions": self.questions}
 
 
+def reciprocal_rank_fusion(score_sets: Sequence[np.ndarray], mask: np.ndarray, k: int = RRF_K) -> np.ndarray:
+    """Σ 1/(k + rank) over each score's order of the valid candidates (rank 1 = best), per question."""
+    fused = np.zeros(mask.shape, np.float64)
+    positions = np.broadcast_to(np.arange(mask.shape[1]), mask.shape)
+    for scores in score_sets:
+        order = np.argsort(-np.where(mask, scores, -np.inf), axis=1, kind="stable")
+        ranks = np.empty_like(order)
+        np.put_along_axis(ranks, order, positions, axis=1)
+        fused += np.where(mask, 1.0 / (k + ranks + 1), 0.0)
+    return fused
+
+
 def evaluate(data: TrainingData, models: Mapping[str, CompositeRanker], *, predicted_features: np.ndarray,
-             gold_features: np.ndarray, splits: Mapping[str, Sequence[int]]) -> Evaluation:
-    """Cosine, and every model in ``models`` (by version) with predicted and gold question types, on each
-    split's questions; all on the same pools."""
+             gold_features: np.ndarray, splits: Mapping[str, Sequence[int]],
+             cosine_pool_models: Mapping[str, CompositeRanker] | None = None,
+             gold_type_versions: Sequence[str] | None = None) -> Evaluation:
+    """Every method on each split's questions, all on identical pools.
+
+    ``models`` (by version) rank the full pool of ``data`` (the hybrid pool when it has lexical
+    candidates); ``cosine_pool_models`` rank only the candidates cosine drew (a model trained before
+    lexical retrieval, for comparison). Gold-type rows are added for ``gold_type_versions`` (default:
+    every model).
+    """
     evaluation = Evaluation()
+    cosine_pool = data.vector_pool()
+    gold_type_versions = list(models) if gold_type_versions is None else list(gold_type_versions)
+    cos, lex = SIGNAL_NAMES.index("cos"), SIGNAL_NAMES.index("lex")
     for split, rows in splits.items():
         rows = list(rows)
         evaluation.questions[split] = len(rows)
+        signals = data.signals[rows]
         per_method: dict[str, list[dict[str, float]]] = {
-            "cosine": ranking_metrics(data, data.signals[rows][..., SIGNAL_NAMES.index("cos")], rows)}
-        for version, model in models.items():
-            for label, features in ((version, predicted_features), (f"{version} (gold type)", gold_features)):
-                scores, weights, scales = model_scores(model, data, features, version, rows)
-                per_method[label] = ranking_metrics(data, scores, rows)
-                if split == "validation" and label == version:
-                    names = SIGNALS_BY_VERSION[version]
-                    evaluation.mean_weights[version] = {
-                        **{name: float(weights[:, i].mean()) for i, name in enumerate(names)},
-                        "scale": float(scales.mean())}
+            "cosine": ranking_metrics(cosine_pool, signals[..., cos], rows)}
+        if cosine_pool is not data:
+            per_method["bm25"] = ranking_metrics(data, signals[..., lex], rows)
+            per_method["cosine+bm25 (RRF)"] = ranking_metrics(
+                data, reciprocal_rank_fusion([signals[..., cos], signals[..., lex]], data.mask[rows]), rows)
+        runs = [(f"{version} (cosine pool)", version, model, cosine_pool, predicted_features)
+                for version, model in (cosine_pool_models or {}).items()]
+        runs += [(version, version, model, data, predicted_features) for version, model in models.items()]
+        runs += [(f"{version} (gold type)", version, models[version], data, gold_features)
+                 for version in gold_type_versions]
+        for label, version, model, pool, features in runs:
+            scores, weights, scales = model_scores(model, pool, features, version, rows)
+            per_method[label] = ranking_metrics(pool, scores, rows)
+            if split == "validation" and "gold" not in label:
+                names = SIGNALS_BY_VERSION[version]
+                evaluation.mean_weights[label] = {
+                    **{name: float(weights[:, i].mean()) for i, name in enumerate(names)},
+                    "scale": float(scales.mean())}
         evaluation.overall[split] = {method: {name: mean_metric(metrics, name) for name in METRIC_NAMES}
                                      for method, metrics in per_method.items()}
         by_type: dict[str, dict[str, float]] = {}
@@ -69,7 +105,8 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
-def markdown_report(evaluation: Evaluation, *, title: str, context: Mapping[str, str], pool_size: int = 50) -> str:
+def markdown_report(evaluation: Evaluation, *, title: str, context: Mapping[str, str],
+                    pool_label: str = "50") -> str:
     lines = [f"# {title}", ""]
     lines += [f"- **{key}**: {value}" for key, value in context.items()]
     for split, heading in (("validation", "Validation split"), ("all", "All answerable questions")):
@@ -84,7 +121,7 @@ def markdown_report(evaluation: Evaluation, *, title: str, context: Mapping[str,
                 value = evaluation.overall[split][method][metric]
                 cells.append(f"{100 * value:.1f}%" if metric == "needle_hit" else _fmt(value))
             name = {"needle_hit": "needle hit %",
-                    "pool_recall": f"pool recall@{pool_size} (ceiling)"}.get(metric, metric)
+                    "pool_recall": f"pool recall (ceiling; pool {pool_label})"}.get(metric, metric)
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         by_type = evaluation.recall10_by_type.get(split, {})
         if by_type:

@@ -1,4 +1,5 @@
-"""The ranker training step as one function: split, question-type classifier, v2 and v1 models."""
+"""The ranker training step as one function: split, question-type classifier, the v3, v2 and v1 models on
+the hybrid pool, and a v2 on the cosine pool alone (what the ranker was before lexical candidates)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ from dreaming_dagster.training.train import (
     train_ranker,
 )
 
-VERSIONS = ("v2", "v1")
+VERSIONS = ("v3", "v2", "v1")
+COSINE_POOL_VERSIONS = ("v2",)
+
+
+def cosine_pool_key(version: str) -> str:
+    return f"{version}-cosine-pool"
 
 
 @dataclass
@@ -47,7 +53,8 @@ class FitReport:
 def fit_rankers(data: TrainingData, *, embedding_model: str, validation_share: float = 0.2, seed: int = 0,
                 epochs: int = 50, learning_rate: float = 1e-3, temperature: float = 0.05, batch_size: int = 32,
                 log: Callable[[str], None] = print) -> FitReport:
-    """Split by question (stratified by LongMemEval type), train v2 and v1 on gold question types, and
+    """Split by question (stratified by LongMemEval type), train v3, v2 and v1 on gold question types (and
+    v2 again on the cosine-pool candidates only, under ``v2-cosine-pool``), and
     predict every question's type with a classifier fitted on the training split only (so validation
     predictions are honest)."""
     train_ids, validation_ids = stratified_split(data.question_ids, data.longmemeval_types,
@@ -60,19 +67,23 @@ def fit_rankers(data: TrainingData, *, embedding_model: str, validation_share: f
     predicted = [QUESTION_TYPES[i] for i in classifier.probabilities(data.embeddings).argmax(axis=1)]
     accuracy = float(np.mean([predicted[i] == data.ranker_types[i] for i in validation_rows]))
     gold_features = data.features(data.ranker_types)
-    cosine = mean_metric(ranking_metrics(data, data.signals[validation_rows][..., SIGNAL_NAMES.index("cos")],
+    cosine_pool = data.vector_pool()
+    cosine = mean_metric(ranking_metrics(cosine_pool, data.signals[validation_rows][..., SIGNAL_NAMES.index("cos")],
                                          validation_rows), "ndcg@10")
     log(f"{len(train_rows)} training / {len(validation_rows)} validation questions; cosine validation "
         f"NDCG@10 {cosine:.4f}; question-type accuracy on validation {accuracy:.3f}")
     outcomes = {}
-    for version in VERSIONS:
-        def report(row, version=version):
+    runs = [(version, version, data) for version in VERSIONS]
+    if cosine_pool is not data:
+        runs += [(cosine_pool_key(version), version, cosine_pool) for version in COSINE_POOL_VERSIONS]
+    for key, version, pools in runs:
+        def report(row, key=key):
             if row["epoch"] == 1 or row["epoch"] % 10 == 0 or row["epoch"] == epochs:
-                log(f"{version} epoch {row['epoch']}/{epochs}: loss {row['loss']:.4f} · train NDCG@10 "
+                log(f"{key} epoch {row['epoch']}/{epochs}: loss {row['loss']:.4f} · train NDCG@10 "
                     f"{row['train_ndcg@10']:.4f} · validation NDCG@10 {row['validation_ndcg@10']:.4f}")
-        outcomes[version] = train_ranker(data, gold_features, train_rows, validation_rows, version=version,
-                                         epochs=epochs, learning_rate=learning_rate, seed=seed,
-                                         temperature=temperature, batch_size=batch_size, on_epoch=report)
+        outcomes[key] = train_ranker(pools, gold_features, train_rows, validation_rows, version=version,
+                                     epochs=epochs, learning_rate=learning_rate, seed=seed,
+                                     temperature=temperature, batch_size=batch_size, on_epoch=report)
     return FitReport(outcomes=outcomes, train_ids=train_ids, validation_ids=validation_ids,
                      predicted_types=dict(zip(data.question_ids, predicted, strict=True)),
                      classifier_validation_accuracy=accuracy, cosine_validation_ndcg10=cosine)

@@ -2,7 +2,10 @@
 
 A pair (one user turn and the assistant's reply, as ingestion stores it) is **relevant** to a question
 when one of its two turns has ``has_answer: true`` in that question's own copy of the session — labels are
-read per question, because a session shared by two questions can carry different labels in each. The
+read per question, because a session shared by two questions can carry different labels in each. Pairs
+are named by their content hash, the identity ingestion stores them under: in the oracle, 47 pairs share
+a (session, turn) with a differently worded copy from another question, and only the question's own copy
+answers it. The
 **needle** is the relevant pair of the question's latest evidence session (by session date); when that
 session holds several, the last of them (the most recent statement, which is what a knowledge-update
 question asks for). A question is **answerable** when it is not an abstention (``_abs``) and has at least
@@ -19,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions, session_pairs
-from dreaming_dagster.ingest.records import parse_timestamp
+from dreaming_dagster.ingest.records import MemoryPair, parse_timestamp
 from dreaming_dagster.retrieval.features import question_type_of
 
-PairKey = tuple[str, int]  # (session_id, turn_index) as stored in memory_pairs
+PairKey = str  # a pair's content hash (memory_pairs.content_hash)
 MODES = ("one-user", "per-question")
 
 
@@ -35,6 +38,7 @@ class BenchmarkQuestion:
     relevant: frozenset[PairKey]
     needle: PairKey | None
     session_ids: tuple[str, ...]
+    evidence_sessions: tuple[str, ...] = ()  # the sessions holding a relevant pair, needle's last
 
     @property
     def ranker_type(self) -> str:
@@ -52,19 +56,30 @@ class BenchmarkQuestion:
 def parse_question(raw: dict[str, Any]) -> BenchmarkQuestion:
     question_id = str(raw["question_id"])
     relevant: set[PairKey] = set()
-    latest: tuple[datetime, str] | None = None
+    evidence: list[tuple[datetime, str]] = []
     needle: PairKey | None = None
     for session_id, date, turns in zip(raw.get("haystack_session_ids") or [], raw.get("haystack_dates") or [],
                                        raw.get("haystack_sessions") or [], strict=True):
         when = parse_timestamp(date, "haystack_dates")
-        found = [index for index, _, _, has_answer in session_pairs(turns) if has_answer]
-        relevant.update((session_id, index) for index in found)
-        if found and (latest is None or (when, session_id) >= latest):
-            latest, needle = (when, session_id), (session_id, found[-1])
+        found = [pair_hash(session_id, when, index, user, assistant)
+                 for index, user, assistant, has_answer in session_pairs(turns) if has_answer]
+        relevant.update(found)
+        if found:
+            if not evidence or (when, session_id) >= max(evidence):
+                needle = found[-1]
+            evidence.append((when, session_id))
     return BenchmarkQuestion(
         question_id=question_id, longmemeval_type=str(raw["question_type"]), question=str(raw["question"]),
         question_date=parse_timestamp(raw["question_date"], "question_date"), relevant=frozenset(relevant),
-        needle=needle, session_ids=tuple(raw.get("haystack_session_ids") or []))
+        needle=needle, session_ids=tuple(raw.get("haystack_session_ids") or []),
+        evidence_sessions=tuple(session for _, session in sorted(evidence)))
+
+
+def pair_hash(session_id: str, occurred_at: datetime, turn_index: int, user_message: str,
+              assistant_message: str) -> PairKey:
+    """The content hash a LongMemEval pair is stored under (ingestion's identity of a pair)."""
+    return MemoryPair(session_id=session_id, user_message=user_message, assistant_message=assistant_message,
+                      occurred_at=occurred_at, turn_index=turn_index).content_hash
 
 
 def iter_questions(path: Path, limit: int | None = None) -> Iterator[tuple[dict[str, Any], BenchmarkQuestion]]:

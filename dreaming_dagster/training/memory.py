@@ -52,7 +52,8 @@ class MemoryManifest:
             "kg_id": self.kg_id, "users": self.users, "counts": self.counts, "seconds": self.seconds,
             "questions": [{"question_id": q.question_id, "longmemeval_type": q.longmemeval_type,
                            "question": q.question, "question_date": q.question_date.isoformat(),
-                           "relevant": sorted(q.relevant), "needle": q.needle, "session_ids": q.session_ids}
+                           "relevant": sorted(q.relevant), "needle": q.needle, "session_ids": q.session_ids,
+                           "evidence_sessions": q.evidence_sessions}
                           for q in self.questions]}, indent=1)
 
     @classmethod
@@ -61,8 +62,8 @@ class MemoryManifest:
         questions = [BenchmarkQuestion(
             question_id=q["question_id"], longmemeval_type=q["longmemeval_type"], question=q["question"],
             question_date=datetime.fromisoformat(q["question_date"]),
-            relevant=frozenset((s, i) for s, i in q["relevant"]),
-            needle=tuple(q["needle"]) if q["needle"] else None, session_ids=tuple(q["session_ids"]))
+            relevant=frozenset(q["relevant"]), needle=q["needle"], session_ids=tuple(q["session_ids"]),
+            evidence_sessions=tuple(q.get("evidence_sessions", ())))
             for q in raw["questions"]]
         return cls(dataset=raw["dataset"], sha256=raw["sha256"], mode=raw["mode"], user_prefix=raw["user_prefix"],
                    kg_id=raw["kg_id"], questions=questions, users=raw["users"], counts=raw["counts"],

@@ -1,9 +1,11 @@
 """Candidate pools for LongMemEval questions, built with the very statement that serves recall.
 
-For each answerable question: its embedding, the top-``pool_size`` pairs of its benchmark user with all
-seven signals (``retrieval/composite_ranking`` with cosine weights, so the rows come in cosine order),
-a relevance label and a needle flag per candidate, and the user's profile (the ranker's per-user inputs)
-as the question saw it. Two tables: one row per question, one row per (question, candidate).
+For each answerable question: its embedding, the hybrid pool of its benchmark user — the top
+``pool_size`` pairs by cosine and the top ``lexical_pool_size`` by BM25 — with all eight signals
+(``retrieval/composite_ranking`` with cosine weights, so the rows come in cosine order), which side drew
+each candidate, a relevance label and a needle flag per candidate (by content hash), and the user's
+profile (the ranker's per-user inputs) as the question saw it. Two tables: one row per question, one row
+per (question, candidate). The cosine-only pool is the candidates with ``in_vector_pool``.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class Pools:
 
 
 def build_pools(database: Database, embedder: Embedder, questions: Sequence[BenchmarkQuestion],
-                users: dict[str, str], *, kg_id: str = "default", pool_size: int = 50, historical: bool = False,
-                ef_search: int = 200, on_question: Callable[[int], None] | None = None) -> Pools:
+                users: dict[str, str], *, kg_id: str = "default", pool_size: int = 50,
+                lexical_pool_size: int = 50, historical: bool = False, ef_search: int = 200, on_question: Callable[[int], None] | None = None) -> Pools:
     """Pools for every answerable question of ``questions`` (``users`` maps question id → benchmark user).
 
     ``historical`` (per-question mode) draws each pool only from pairs before the question's date; the
@@ -55,29 +57,45 @@ def build_pools(database: Database, embedder: Embedder, questions: Sequence[Benc
             user_id = users[question.question_id]
             as_of = question.question_date if historical else None
             rows = composite_rows(conn, user_id=user_id, kg_id=kg_id, query_embedding=embedding,
-                                  weights=COSINE_ONLY, pool_size=pool_size, row_limit=pool_size, as_of=as_of,
-                                  reference_time=question.question_date, session_id=None)
+                                  query_text=question.question, weights=COSINE_ONLY, pool_size=pool_size,
+                                  lexical_pool_size=lexical_pool_size, row_limit=pool_size + lexical_pool_size,
+                                  as_of=as_of, reference_time=question.question_date, session_id=None)
             profile = read_profile(conn, user_id=user_id, kg_id=kg_id, query_embedding=embedding, as_of=as_of,
                                    session_id=None)
-            relevant_in_pool, needle_in_pool = 0, False
+            relevant_in_pool = relevant_in_vector_pool = 0
+            needle_in_pool = False
             for rank, row in enumerate(rows):
-                key = (row["session_id"], row["turn_index"])
-                relevant = key in question.relevant
+                relevant = row["content_hash"] in question.relevant
                 relevant_in_pool += relevant
-                needle_in_pool |= key == question.needle
+                relevant_in_vector_pool += relevant and row["in_vector_pool"]
+                needle_in_pool |= row["content_hash"] == question.needle
                 candidate_rows.append({
                     "question_id": question.question_id, "rank": rank, "pair_id": str(row["id"]),
                     "session_id": row["session_id"], "turn_index": row["turn_index"],
-                    "similarity": float(row["similarity"]), **{name: float(row[name]) for name in SIGNAL_NAMES},
-                    "relevant": relevant, "needle": key == question.needle})
+                    "in_vector_pool": bool(row["in_vector_pool"]), "in_lexical_pool": bool(row["in_lexical_pool"]),
+                    "similarity": float(row["similarity"]), "bm25": float(row["bm25"]),
+                    **{name: float(row[name]) for name in SIGNAL_NAMES},
+                    "relevant": relevant, "needle": row["content_hash"] == question.needle})
             question_rows.append({
                 "question_id": question.question_id, "longmemeval_type": question.longmemeval_type,
                 "ranker_type": question.ranker_type, "question": question.question,
                 "question_date": question.question_date, "user_id": user_id,
                 "total_relevant": len(question.relevant), "relevant_in_pool": relevant_in_pool,
+                "relevant_in_vector_pool": relevant_in_vector_pool,
                 "needle_in_pool": needle_in_pool,
                 "candidates": len(rows), "embedding": embedding.tolist(),
                 **{f"profile_{k}": v for k, v in asdict(profile).items()}})
             if on_question:
                 on_question(n)
     return Pools(pd.DataFrame(question_rows), pd.DataFrame(candidate_rows))
+
+
+def pool_description(candidates: pd.DataFrame) -> str:
+    """What the pools are, for reports: "cosine top-50 ∪ BM25 top-50 (87.3 candidates a question)"."""
+    if candidates.empty:
+        return "empty"
+    per_question = candidates.groupby("question_id")
+    vector = int(per_question["in_vector_pool"].sum().max()) if "in_vector_pool" in candidates else 0
+    lexical = int(per_question["in_lexical_pool"].sum().max()) if "in_lexical_pool" in candidates else 0
+    sides = [f"cosine top-{vector}"] + ([f"BM25 top-{lexical}"] if lexical else [])
+    return f"{' ∪ '.join(sides)} ({per_question.size().mean():.1f} candidates a question)"

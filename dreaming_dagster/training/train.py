@@ -7,6 +7,7 @@ generators, on one thread. The best epoch is chosen by validation NDCG@10 (earli
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,12 +34,13 @@ class TrainingData:
     query_times: list[datetime]
     profiles: list[UserProfile]
     embeddings: np.ndarray  # [Q, D]
-    signals: np.ndarray  # [Q, N, 7] in SIGNAL_NAMES order
+    signals: np.ndarray  # [Q, N, 8] in SIGNAL_NAMES order
     similarity: np.ndarray  # [Q, N] raw cosine: the tie-break, as in SQL
     labels: np.ndarray  # [Q, N] 0/1
     needles: np.ndarray  # [Q, N] 0/1
     mask: np.ndarray  # [Q, N] bool
     total_relevant: np.ndarray  # [Q]
+    vector_mask: np.ndarray | None = None  # [Q, N] bool: drawn by cosine (None: every candidate was)
 
     @classmethod
     def from_pools(cls, questions: pd.DataFrame, candidates: pd.DataFrame) -> TrainingData:
@@ -50,6 +52,7 @@ class TrainingData:
         similarity = np.full((q, n), -2.0, np.float32)
         labels, needles = np.zeros((q, n), np.float32), np.zeros((q, n), np.float32)
         mask = np.zeros((q, n), bool)
+        vector_mask = np.zeros((q, n), bool)
         rows = candidates[candidates["question_id"].isin(index)]
         qi = rows["question_id"].map(index).to_numpy()
         ci = rows["rank"].to_numpy()
@@ -58,6 +61,7 @@ class TrainingData:
         labels[qi, ci] = rows["relevant"].to_numpy(np.float32)
         needles[qi, ci] = rows["needle"].to_numpy(np.float32)
         mask[qi, ci] = True
+        vector_mask[qi, ci] = rows["in_vector_pool"].to_numpy(bool) if "in_vector_pool" in rows else True
         profiles = [UserProfile(memory_count=int(r.profile_memory_count or 0),
                                 first_memory_at=_timestamp(r.profile_first_memory_at),
                                 last_query_at=_timestamp(r.profile_last_query_at),
@@ -71,7 +75,13 @@ class TrainingData:
                    embeddings=np.stack([np.asarray(e, np.float32) for e in questions["embedding"]]) if q else
                    np.zeros((0, 1), np.float32),
                    signals=signals, similarity=similarity, labels=labels, needles=needles, mask=mask,
-                   total_relevant=questions["total_relevant"].to_numpy(np.int64))
+                   total_relevant=questions["total_relevant"].to_numpy(np.int64), vector_mask=vector_mask)
+
+    def vector_pool(self) -> TrainingData:
+        """The same questions with only the candidates cosine drew: the pool before lexical retrieval."""
+        if self.vector_mask is None:
+            return self
+        return dataclasses.replace(self, mask=self.mask & self.vector_mask, vector_mask=None)
 
     def __len__(self) -> int:
         return len(self.question_ids)

@@ -71,9 +71,10 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
     deps=[longmemeval_memory],
     kinds={"postgres", "pandas", "parquet"},
     description=(
-        "For every answerable question, the top-K candidate pool with all seven signals from the SQL that "
-        "serves recall, a relevance label (a turn of the pair has has_answer) and the needle flag, plus the "
-        "user's profile as the question saw it; two parquet tables in <data_dir>/ranker/."
+        "For every answerable question, the hybrid candidate pool (top-K by cosine ∪ top-K by BM25) with all "
+        "eight signals from the SQL that serves recall, which side drew each candidate, a relevance label (a "
+        "turn of the pair has has_answer) and the needle flag, plus the user's profile as the question saw it; "
+        "two parquet tables in <data_dir>/ranker/."
     ),
 )
 def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPoolsConfig,
@@ -92,18 +93,26 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
             context.log.info(f"pooled {n}/{total} questions")
 
     pools = build_pools(dreaming_db.database(), embedder.embedder(), manifest.questions, manifest.users,
-                        kg_id=manifest.kg_id, pool_size=config.pool_size, historical=manifest.mode == "per-question",
-                        ef_search=settings.recall_ef_search, on_question=progress)
+                        kg_id=manifest.kg_id, pool_size=config.pool_size, lexical_pool_size=config.lexical_pool_size,
+                        historical=manifest.mode == "per-question", ef_search=settings.recall_ef_search,
+                        on_question=progress)
     pools.save(ws.pool_questions, ws.pool_candidates)
     q = pools.questions
-    pool_recall = (q["relevant_in_pool"] / q["total_relevant"]) if len(q) else q.get("total_relevant", [])
-    per_type = q.assign(pool_recall=pool_recall).groupby("longmemeval_type").agg(
-        n=("question_id", "count"), pool_recall=("pool_recall", "mean"), needle_in_pool=("needle_in_pool", "mean"))
-    table = f"| question type | n | pool recall@{config.pool_size} | needle in pool |\n|---|---:|---:|---:|\n" + "\n".join(
-        f"| {t} | {int(r.n)} | {r.pool_recall:.3f} | {100 * r.needle_in_pool:.1f}% |" for t, r in per_type.iterrows())
+    q = q.assign(pool_recall=q["relevant_in_pool"] / q["total_relevant"],
+                 cosine_pool_recall=q["relevant_in_vector_pool"] / q["total_relevant"])
+    per_type = q.groupby("longmemeval_type").agg(
+        n=("question_id", "count"), cosine_pool_recall=("cosine_pool_recall", "mean"),
+        pool_recall=("pool_recall", "mean"), needle_in_pool=("needle_in_pool", "mean"))
+    table = (f"| question type | n | cosine top-{config.pool_size} recall | hybrid pool recall | needle in pool |\n"
+             "|---|---:|---:|---:|---:|\n" + "\n".join(
+                 f"| {t} | {int(r.n)} | {r.cosine_pool_recall:.3f} | {r.pool_recall:.3f} | {100 * r.needle_in_pool:.1f}% |"
+                 for t, r in per_type.iterrows()))
     return dg.MaterializeResult(metadata={
         "questions": len(q), "candidates": len(pools.candidates), "pool_size": config.pool_size,
-        f"pool_recall@{config.pool_size}": float(pool_recall.mean()) if len(q) else 0.0,
+        "lexical_pool_size": config.lexical_pool_size,
+        "mean_candidates": float(q["candidates"].mean()) if len(q) else 0.0,
+        "cosine_pool_recall": float(q["cosine_pool_recall"].mean()) if len(q) else 0.0,
+        "pool_recall": float(q["pool_recall"].mean()) if len(q) else 0.0,
         "needle_in_pool": float(q["needle_in_pool"].mean()) if len(q) else 0.0,
         "by_question_type": dg.MetadataValue.md(table),
         "questions_table": dg.MetadataValue.path(str(ws.pool_questions)),
@@ -117,10 +126,10 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
     deps=[longmemeval_pools],
     kinds={"torch"},
     description=(
-        "The Composite ranker trained with ApproxNDCG on the pools: v2 (7 weights + scale) and, for "
-        "comparison, v1 (3 weights), 80/20 split by question stratified by type, best epoch by validation "
-        "NDCG@10, deterministic for a seed. v2 is published for recall() only if it beats pure cosine on "
-        "validation."
+        "The Composite ranker trained with ApproxNDCG on the hybrid pools: v3 (8 weights + scale, with lex) "
+        "and, for comparison, v2 (7 weights), v1 (3 weights) and a v2 trained on the cosine pool alone; "
+        "80/20 split by question stratified by type, best epoch by validation NDCG@10, deterministic for a "
+        "seed. v3 is published for recall() only if it beats pure cosine on validation."
     ),
 )
 def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, dreaming_db: DreamingDatabaseResource,
@@ -143,25 +152,24 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
         save_ranker(outcome.model, ws.model(version), embedding_model=model_name, extra={
             "best_epoch": outcome.best_epoch, "validation_ndcg@10": outcome.best_validation_ndcg10,
             "cosine_validation_ndcg@10": report.cosine_validation_ndcg10, "config": config.model_dump()})
-    v2 = report.outcomes["v2"]
-    beats_cosine = v2.best_validation_ndcg10 > report.cosine_validation_ndcg10
+    v3 = report.outcomes["v3"]
+    beats_cosine = v3.best_validation_ndcg10 > report.cosine_validation_ndcg10
     published = None
     if config.promote and beats_cosine:
-        published = save_ranker(v2.model, dreaming_db.settings().resolved_ranker_path, embedding_model=model_name,
-                                extra={"validation_ndcg@10": v2.best_validation_ndcg10,
+        published = save_ranker(v3.model, dreaming_db.settings().resolved_ranker_path, embedding_model=model_name,
+                                extra={"validation_ndcg@10": v3.best_validation_ndcg10,
                                        "cosine_validation_ndcg@10": report.cosine_validation_ndcg10})
-        context.log.info(f"published v2 for recall(): {published}")
+        context.log.info(f"published v3 for recall(): {published}")
     elif not beats_cosine:
-        context.log.warning("v2 does not beat cosine on validation; recall() keeps its current ranking")
+        context.log.warning("v3 does not beat cosine on validation; recall() keeps its current ranking")
     ws.training.write_text(json.dumps({**report.as_json(), "config": config.model_dump(),
                                        "published": str(published) if published else None}, indent=1))
     curves = training_curves_png({v: o.history for v, o in report.outcomes.items()}, report.cosine_validation_ndcg10)
     ws.curves_png.write_bytes(curves)
     return dg.MaterializeResult(metadata={
-        "validation_ndcg@10_v2": v2.best_validation_ndcg10,
-        "validation_ndcg@10_v1": report.outcomes["v1"].best_validation_ndcg10,
+        **{f"validation_ndcg@10_{key}": outcome.best_validation_ndcg10 for key, outcome in report.outcomes.items()},
         "validation_ndcg@10_cosine": report.cosine_validation_ndcg10,
-        "best_epoch_v2": v2.best_epoch, "best_epoch_v1": report.outcomes["v1"].best_epoch,
+        **{f"best_epoch_{key}": outcome.best_epoch for key, outcome in report.outcomes.items()},
         "published": published is not None,
         "published_path": dg.MetadataValue.path(str(published)) if published else "not published",
         "question_type_accuracy_validation": report.classifier_validation_accuracy,
@@ -176,16 +184,19 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
     deps=[ranker_model],
     kinds={"torch", "markdown"},
     description=(
-        "Cosine, v1 and v2 on identical pools: NDCG@10/@5, Recall@10/@5, MRR, needle hit %, pool recall@50 "
-        "(the ceiling), Recall@10 per question type and the mean learned weights; on the validation split "
-        "and on all answerable questions, with the predicted question type (and the gold one for reference)."
+        "Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1, v2 and v3 on identical hybrid pools, "
+        "and v2 trained on the cosine pool: NDCG@10/@5, Recall@10/@5, MRR, needle hit %, pool recall (the "
+        "ceiling: cosine pool vs hybrid pool), Recall@10 per question type and the mean learned weights; on "
+        "the validation split and on all answerable questions, with the predicted question type (and the "
+        "gold one for v3)."
     ),
 )
 def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource) -> dg.MaterializeResult:
     from dreaming_dagster.retrieval.ranker import load_ranker
     from dreaming_dagster.training.evaluation import evaluate, markdown_report
+    from dreaming_dagster.training.fit import COSINE_POOL_VERSIONS, VERSIONS, cosine_pool_key
     from dreaming_dagster.training.memory import MemoryManifest
-    from dreaming_dagster.training.pools import Pools
+    from dreaming_dagster.training.pools import Pools, pool_description
     from dreaming_dagster.training.train import TrainingData
 
     ws = workspace(dreaming_db)
@@ -193,30 +204,33 @@ def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDa
     manifest = MemoryManifest.from_json(ws.memory_manifest.read_text())
     pools = Pools.load(ws.pool_questions, ws.pool_candidates)
     data = TrainingData.from_pools(pools.questions, pools.candidates)
-    models = {version: load_ranker(ws.require(ws.model(version), "ranker_model")).model for version in ("v1", "v2")}
+    models = {version: load_ranker(ws.require(ws.model(version), "ranker_model")).model for version in VERSIONS}
+    cosine_pool_models = {version: load_ranker(ws.model(cosine_pool_key(version))).model
+                          for version in COSINE_POOL_VERSIONS if ws.model(cosine_pool_key(version)).is_file()}
     position = {qid: i for i, qid in enumerate(data.question_ids)}
     evaluation = evaluate(
         data, models, predicted_features=data.features([training["predicted_types"][q] for q in data.question_ids]),
         gold_features=data.features(data.ranker_types),
-        splits={"validation": [position[q] for q in training["validation_ids"]], "all": list(range(len(data)))})
+        splits={"validation": [position[q] for q in training["validation_ids"]], "all": list(range(len(data)))},
+        cosine_pool_models=cosine_pool_models, gold_type_versions=["v3"])
+    pool_label = pool_description(pools.candidates)
     context_lines = {"dataset": f"{Path(manifest.dataset).name} (sha256 {manifest.sha256[:16]}…)",
-                     "mode": manifest.mode, "pool size": str(int(pools.questions["candidates"].max())),
+                     "mode": manifest.mode, "pool": pool_label,
                      "question-type accuracy (validation, classifier fitted on the training split)":
                          f"{training['classifier_validation_accuracy']:.3f}",
                      "best epochs": ", ".join(f"{v} {m['best_epoch']}" for v, m in training["models"].items())}
     report = markdown_report(evaluation, title="Ranker evaluation", context=context_lines,
-                             pool_size=int(pools.questions["candidates"].max()))
+                             pool_label="cosine top-K for cosine and the cosine-pool model, hybrid for the rest")
     ws.evaluation_markdown.write_text(report)
     ws.evaluation_json.write_text(json.dumps({"context": context_lines, **evaluation.as_dict()}, indent=1))
     validation = evaluation.overall["validation"]
     curves = ws.curves_png.read_bytes() if ws.curves_png.is_file() else b""
     return dg.MaterializeResult(metadata={
         "report": dg.MetadataValue.md(report),
-        "validation_recall@10_v2": validation["v2"]["recall@10"],
-        "validation_recall@10_cosine": validation["cosine"]["recall@10"],
-        "validation_ndcg@10_v2": validation["v2"]["ndcg@10"],
-        "validation_ndcg@10_cosine": validation["cosine"]["ndcg@10"],
-        f"validation_pool_recall@{int(pools.questions['candidates'].max())}": validation["cosine"]["pool_recall"],
+        **{f"validation_recall@10_{method}": validation[method]["recall@10"] for method in ("cosine", *VERSIONS)},
+        **{f"validation_ndcg@10_{method}": validation[method]["ndcg@10"] for method in ("cosine", *VERSIONS)},
+        "validation_cosine_pool_recall": validation["cosine"]["pool_recall"],
+        "validation_hybrid_pool_recall": validation["v3"]["pool_recall"],
         "training_curves": dg.MetadataValue.md(png_markdown(curves, "training curves")) if curves else "none",
         "report_path": dg.MetadataValue.path(str(ws.evaluation_markdown)),
     })

@@ -17,7 +17,9 @@ class LongMemEvalMemoryConfig(dg.Config):
 
 
 class LongMemEvalPoolsConfig(dg.Config):
-    pool_size: int = Field(default=50, ge=5, le=1000, description="candidates per question")
+    pool_size: int = Field(default=50, ge=5, le=1000, description="candidates drawn by cosine per question")
+    lexical_pool_size: int = Field(default=50, ge=0, le=1000, description="candidates drawn by BM25 per question "
+                                   "(added to the cosine ones; 0: a cosine-only pool)")
 
 
 class RankerModelConfig(dg.Config):
@@ -27,4 +29,4 @@ class RankerModelConfig(dg.Config):
     seed: int = 0
     temperature: float = Field(default=0.05, gt=0, description="ApproxNDCG's sigmoid temperature")
     batch_size: int = Field(default=32, ge=1)
-    promote: bool = Field(default=True, description="publish v2 for recall() when it beats cosine on validation")
+    promote: bool = Field(default=True, description="publish v3 for recall() when it beats cosine on validation")
