@@ -8,13 +8,14 @@ goes into one user's memory (the one-user protocol, no embeddings needed), and e
 answered by every method from identical tokens — Postgres' english lexemes, which BM25 here reuses — so
 only the scoring differs. Metrics as in the training issue (all relevant pairs count): Recall@10, MRR,
 NDCG@10 and pool recall@50 (the share of relevant pairs among the top 50: what a candidate pool would
-hold). Results: bench/results/lexical.json.
+hold). Also what recall serves: the composite statement's lexical pool over the lexical index, with the
+default pruning and with plain per-word caps (1,000 and 250 postings), to show what pruning costs in rank
+quality at this size. Results: bench/results/lexical.json.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import statistics
@@ -37,8 +38,8 @@ from dreaming_dagster.ingest.readers import longmemeval_session_records  # noqa:
 from dreaming_dagster.ingest.records import Rejection, parse_pair  # noqa: E402
 from dreaming_dagster.ingest.save import save_validated_pairs  # noqa: E402
 from dreaming_dagster.retrieval.ranker import SignalWeights  # noqa: E402
-from dreaming_dagster.retrieval.recall import composite_rows  # noqa: E402
-from dreaming_dagster.retrieval.signals import SIGNAL_NAMES  # noqa: E402
+from dreaming_dagster.retrieval.recall import DEFAULT_LEXICAL_PRUNING, LexicalPruning, composite_rows  # noqa: E402
+from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, bm25  # noqa: E402
 from dreaming_dagster.sql import load_sql  # noqa: E402
 from dreaming_dagster.storage import embedded  # noqa: E402
 from dreaming_dagster.storage.database import Database  # noqa: E402
@@ -47,6 +48,10 @@ from dreaming_dagster.training.metrics import question_metrics  # noqa: E402
 
 USER = "lexical"
 K = 50
+SERVED = "bm25 (lexical index, as recall serves it)"
+SERVED_RULES = {SERVED: DEFAULT_LEXICAL_PRUNING,
+                "bm25 (lexical index, 1,000 per word)": LexicalPruning(budget=0, per_word=1000, rescore=1),
+                "bm25 (lexical index, 250 per word)": LexicalPruning(budget=0, per_word=250, rescore=1)}
 LEX_ONLY = SignalWeights(tuple(float(name == "lex") for name in SIGNAL_NAMES), 1.0, "lex only")
 
 
@@ -64,18 +69,17 @@ def bm25_ranker(conn, k1: float = 1.2, b: float = 0.75):
     for row in conn.execute(load_sql("bench/pair_lexemes"), {"user_id": USER}):
         docs[row["content_hash"]][row["lexeme"]] += len(row["positions"] or [1])
     keys = list(docs)
-    lengths = {key: sum(docs[key].values()) for key in keys}
-    average = statistics.fmean(lengths.values())
+    average = statistics.fmean(sum(doc.values()) for doc in docs.values())
     frequency = Counter(term for key in keys for term in docs[key])
-    n = len(keys)
-    idf = {t: math.log(1 + (n - df + 0.5) / (df + 0.5)) for t, df in frequency.items()}
 
     def rank(terms: list[str]) -> list[tuple]:
         scores = []
         for key in keys:
-            tf, length = docs[key], lengths[key]
-            score = sum(idf[t] * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * length / average))
-                        for t in terms if t in tf)
+            # Only pairs sharing a word score above 0; skip the rest before the arithmetic.
+            if docs[key].keys().isdisjoint(terms):
+                continue
+            score = bm25(terms, docs[key], document_frequency=frequency, pair_count=len(keys),
+                         average_length=average, k1=k1, b=b)
             if score > 0:
                 scores.append((score, key))
         scores.sort(key=lambda s: (-s[0], s[1]))
@@ -100,7 +104,7 @@ def main() -> None:
         answerable = [q for q in questions if q.answerable]
         with database.connect() as conn:
             conn.execute(load_sql("bench/build_fts_table"))
-            bm25 = bm25_ranker(conn)
+            rank_by_bm25 = bm25_ranker(conn)
             methods = {"fts ts_rank": ("ts_rank", 0), "fts ts_rank (length-normalized)": ("ts_rank", 1),
                        "fts ts_rank_cd": ("ts_rank_cd", 0), "fts ts_rank_cd (length-normalized)": ("ts_rank_cd", 1)}
             per_method: dict[str, list[dict]] = defaultdict(list)
@@ -116,15 +120,18 @@ def main() -> None:
                     rankings[name] = [r["content_hash"] for r in rows]
                 terms = [r["lexeme"] for r in conn.execute(load_sql("bench/question_lexemes"), {"question": q.question})]
                 t = time.perf_counter()
-                rankings["bm25 (same lexemes)"] = bm25(terms)
+                rankings["bm25 (same lexemes)"] = rank_by_bm25(terms)
                 timings["bm25 (same lexemes)"].append((time.perf_counter() - t) * 1000)
                 # What recall serves: the lexical pool of the composite statement (the pairs have no vectors
-                # here, so the pool is the lexical side alone), ordered by the lex signal.
-                t = time.perf_counter()
-                rows = composite_rows(conn, user_id=USER, kg_id="default", query_embedding=np.zeros(384, np.float32),
-                                      query_text=q.question, weights=LEX_ONLY, pool_size=1, lexical_pool_size=K)
-                timings["bm25 (lexical index, as recall serves it)"].append((time.perf_counter() - t) * 1000)
-                rankings["bm25 (lexical index, as recall serves it)"] = [r["content_hash"] for r in rows]
+                # here, so the pool is the lexical side alone), ordered by the lex signal; with the default
+                # pruning and with plain per-word caps.
+                for name, pruning in SERVED_RULES.items():
+                    t = time.perf_counter()
+                    rows = composite_rows(conn, user_id=USER, kg_id="default",
+                                          query_embedding=np.zeros(384, np.float32), query_text=q.question,
+                                          weights=LEX_ONLY, pool_size=1, lexical_pool_size=K, lexical_pruning=pruning)
+                    timings[name].append((time.perf_counter() - t) * 1000)
+                    rankings[name] = [r["content_hash"] for r in rows]
                 for name, ranked in rankings.items():
                     per_method[name].append(question_metrics([key in q.relevant for key in ranked],
                                                              [key == q.needle for key in ranked], len(q.relevant)))

@@ -83,9 +83,13 @@ class DreamingSettings(BaseSettings):
     recall_lexical_pool_size: int = Field(default=50, ge=0, le=1000,
                                           description="candidates drawn by BM25 and added to the cosine ones "
                                           "(0: a cosine-only pool)")
+    recall_lexical_postings_budget: int = Field(
+        default=3000, ge=0, le=100_000_000, description="postings one query's lexical pool reads, spent on the "
+        "query's rarest words first (each word's best postings; exact BM25 while every word fits; higher is "
+        "slower on large memories)")
     recall_lexical_postings_per_word: int = Field(
-        default=1000, ge=1, le=1_000_000, description="postings the lexical pool reads per query word, the best "
-        "first (BM25 order is exact below it; higher is slower on large memories)")
+        default=300, ge=1, le=100_000_000, description="postings every query word reads at least, whatever is "
+        "left of the budget")
     recall_ef_search: int = Field(default=200, ge=1, le=1000,
                                   description="hnsw.ef_search of recall connections (raised to the pool size)")
 

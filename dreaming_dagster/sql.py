@@ -1,6 +1,6 @@
 """Load SQL models from ``dbt_like_sql/`` by name (one statement or model a file).
 
-``load_sql("memory_pairs/insert_pair")`` reads ``dbt_like_sql/memory_pairs/insert_pair.sql``. Files are
+``load_sql("memory_pairs/insert_pairs")`` reads ``dbt_like_sql/memory_pairs/insert_pairs.sql``. Files are
 read once per process. A source checkout uses the top-level folder; a wheel carries a copy inside the
 package (``dreaming_dagster/_dbt_like_sql``).
 """

@@ -4,6 +4,7 @@ draws candidates through it that cosine misses."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from datetime import timedelta
@@ -13,8 +14,13 @@ import pytest
 from dreaming_dagster.ingest.records import MemoryPair
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY, SignalWeights
-from dreaming_dagster.retrieval.recall import Recaller, composite_rows
-from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.retrieval.recall import (
+    EXHAUSTIVE_LEXICAL_PRUNING,
+    LexicalPruning,
+    Recaller,
+    composite_rows,
+)
+from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES, bm25
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_lexemes, text_vector
 
 
@@ -150,24 +156,65 @@ def test_queries_without_words_fall_back_to_the_vector_pool(database, query):
 
 
 def test_the_lexical_pool_reads_each_words_best_postings(database):
-    """With one posting per word, the lexical pool is each query word's highest-impact pair; with enough,
-    it is the exact BM25 top (the reference comparison in test_retrieval)."""
+    """With one posting per word and no shared budget, the lexical pool is each query word's highest-impact
+    pair; with a budget, the rarest word is read whole first and the commoner one gets what is left (at
+    least its floor); with enough, it is every pair holding a word (the exact BM25 top: the reference
+    comparison in test_retrieval)."""
     build_user(database, "gil", pairs=40, subjects=3, seed=8)
     query = "garden piano tomatoes"
+    lexemes = list(text_lexemes(database, query))
     with database.connect() as conn:
-        best = {str(row["pair_id"]) for row in conn.execute(
-            "SELECT DISTINCT ON (u.lexeme) pl.pair_id FROM user_lexemes u JOIN pair_lexemes pl ON pl.lexeme_id = u.id "
-            "WHERE u.user_id = 'gil' AND u.lexeme = ANY (%s) ORDER BY u.lexeme, pl.impact DESC, pl.pair_id",
-            (list(text_lexemes(database, query)),))}
+        postings = conn.execute(
+            "SELECT u.lexeme, u.id AS lexeme_id, pl.pair_id::text AS pair_id FROM user_lexemes u "
+            "JOIN pair_lexemes pl ON pl.lexeme_id = u.id WHERE u.user_id = 'gil' AND u.lexeme = ANY (%s) "
+            "ORDER BY u.lexeme, pl.impact DESC, pl.pair_id", (lexemes,)).fetchall()
 
-        def lexical(per_word):
+        def lexical(pruning: LexicalPruning) -> set[str]:
             rows = composite_rows(conn, user_id="gil", kg_id="default", query_embedding=text_vector(query),
                                   query_text=query, weights=COSINE_ONLY, pool_size=1, lexical_pool_size=40,
-                                  lexical_postings_per_word=per_word)
+                                  lexical_pruning=pruning)
             return {str(r["id"]) for r in rows if r["in_lexical_pool"]}
 
-        holders = {str(row["pair_id"]) for row in conn.execute(
-            "SELECT pl.pair_id FROM user_lexemes u JOIN pair_lexemes pl ON pl.lexeme_id = u.id "
-            "WHERE u.user_id = 'gil' AND u.lexeme = ANY (%s)", (list(text_lexemes(database, query)),))}
-        assert lexical(1) == best and len(best) == 3
-        assert lexical(1000) == holders and len(holders) > 3
+        by_word: dict[str, list[str]] = {}
+        for row in postings:
+            by_word.setdefault(row["lexeme"], []).append(row["pair_id"])
+        assert len(by_word) == 3
+        best = {pairs[0] for pairs in by_word.values()}
+        holders = {pair for pairs in by_word.values() for pair in pairs}
+        assert lexical(LexicalPruning(budget=0, per_word=1, rescore=1)) == best
+        assert lexical(LexicalPruning(budget=0, per_word=1000, rescore=1)) == holders and len(holders) > 3
+        assert lexical(EXHAUSTIVE_LEXICAL_PRUNING) == holders
+        # Rarest first (fewest holders, then lexeme id): a budget of the rarest word's list plus one posting
+        # reads that list whole and leaves the other two words their floor of one, their best posting.
+        lexeme_ids = {row["lexeme"]: row["lexeme_id"] for row in postings}
+        rarest, second, third = sorted(by_word, key=lambda word: (len(by_word[word]), lexeme_ids[word]))
+        expected = set(by_word[rarest]) | {by_word[second][0], by_word[third][0]}
+        assert len(by_word[rarest]) > 1 and expected != holders
+        assert lexical(LexicalPruning(budget=len(by_word[rarest]) + 1, per_word=1, rescore=1)) == expected
+        # A larger floor reads the commoner words further.
+        assert lexical(LexicalPruning(budget=len(by_word[rarest]) + 1, per_word=1000, rescore=1)) == holders
+
+
+def test_the_sql_term_weight_is_the_python_one_and_is_inlined(database):
+    """bm25_term_weight (migration 0010) is what signals.bm25 adds per word, and the planner writes it out
+    in place, so naming it costs nothing per posting."""
+    database.ensure_schema(HashEmbedder.spec)
+    # One word held by 1 pair in 10; the pair holds it g times among 12 other words; average length 9.5.
+    idf = math.log(1 + (10 - 1 + 0.5) / (1 + 0.5))
+    statement = ("SELECT bm25_term_weight(%(idf)s, g::float8, 12 + g, 9.5, %(k1)s, %(b)s) AS weight "
+                 "FROM generate_series(1, 4) AS g ORDER BY g")
+    params = {"idf": idf, "k1": BM25_K1, "b": BM25_B}
+    with database.connect() as conn:
+        weights = [row["weight"] for row in conn.execute(statement, params)]
+        plan = "\n".join(row["QUERY PLAN"] for row in conn.execute("EXPLAIN (VERBOSE) " + statement, params))
+    expected = [bm25(["word"], {"word": tf, "other": 12}, document_frequency={"word": 1}, pair_count=10,
+                     average_length=9.5) for tf in range(1, 5)]
+    assert weights == pytest.approx(expected, rel=1e-12)
+    assert weights == sorted(weights)  # more occurrences weigh more, saturating
+    assert "bm25_term_weight" not in plan and "generate_series" in plan
+
+
+@pytest.mark.parametrize(("field", "value"), [("budget", -1), ("per_word", 0), ("rescore", 0), ("per_word", 2.5)])
+def test_lexical_pruning_refuses_bad_settings_by_name(field, value):
+    with pytest.raises(ValueError, match=f"lexical pruning: {field} must be an integer"):
+        LexicalPruning(**{field: value})

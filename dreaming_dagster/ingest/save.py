@@ -123,37 +123,34 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
     # Embed outside the transaction: the model is the slow part, the transaction stays short.
     vectors = embed_or_none(embedder, new_pairs, batch_size) if embed else [(None, None)] * len(new_pairs)
 
-    rows = []
-    for pair, (vector, reply_vector) in zip(new_pairs, vectors, strict=True):
-        tokens = count_tokens(pair.user_message, pair.assistant_message)
-        rows.append({
-            "user_id": user_id, "kg_id": kg_id, "session_id": pair.session_id, "turn_index": pair.turn_index,
-            "user_message": pair.user_message, "assistant_message": pair.assistant_message,
-            "occurred_at": pair.occurred_at, "token_count": tokens, "content_hash": pair.content_hash,
-            "metadata": Jsonb(dict(pair.metadata)), "embedding": vector, "reply_embedding": reply_vector,
-        })
-
-    with database.connect() as conn, conn.transaction(), conn.cursor() as cursor:
-        cursor.executemany(load_sql("memory_pairs/insert_pair"), rows, returning=True)
-        inserted_flags = []
-        while True:
-            inserted = cursor.fetchone()
-            inserted_flags.append(inserted)
-            if not cursor.nextset():
-                break
+    tokens = [count_tokens(pair.user_message, pair.assistant_message) for pair in new_pairs]
+    batch = {
+        "user_id": user_id, "kg_id": kg_id,
+        "session_ids": [p.session_id for p in new_pairs], "turn_indexes": [p.turn_index for p in new_pairs],
+        "user_messages": [p.user_message for p in new_pairs],
+        "assistant_messages": [p.assistant_message for p in new_pairs],
+        "occurred_ats": [p.occurred_at for p in new_pairs], "token_counts": tokens,
+        "content_hashes": [p.content_hash for p in new_pairs],
+        "metadatas": [Jsonb(dict(p.metadata)) for p in new_pairs],
+        "embeddings": [vector for vector, _ in vectors], "reply_embeddings": [reply for _, reply in vectors],
+    }
+    with database.connect() as conn, conn.transaction():
+        # One statement for the batch: the lexical index trigger indexes it in one pass.
+        inserted_ids = {row["content_hash"]: row["id"]
+                        for row in conn.execute(load_sql("memory_pairs/insert_pairs"), batch)}
         # The consolidation trigger's counter moves with the pairs: same transaction, so a save is never
         # lost from it or counted twice (dreaming_state, token_budget_sensor).
-        new_tokens = sum(row["token_count"] for row, flag in zip(rows, inserted_flags, strict=True) if flag)
+        new_tokens = sum(t for p, t in zip(new_pairs, tokens, strict=True) if p.content_hash in inserted_ids)
         if new_tokens:
-            cursor.execute(load_sql("dreaming/add_tokens"), {"user_id": user_id, "kg_id": kg_id, "tokens": new_tokens})
-    for row, inserted in zip(rows, inserted_flags, strict=True):
-        if inserted is None:  # lost a race with a concurrent save of the same pair
+            conn.execute(load_sql("dreaming/add_tokens"), {"user_id": user_id, "kg_id": kg_id, "tokens": new_tokens})
+    for pair, token_count, (vector, _) in zip(new_pairs, tokens, vectors, strict=True):
+        if pair.content_hash not in inserted_ids:  # lost a race with a concurrent save of the same pair
             result.duplicates += 1
             continue
         result.inserted += 1
-        result.tokens += row["token_count"]
-        result.pair_ids.append(str(inserted["id"]))
-        if row["embedding"] is None:
+        result.tokens += token_count
+        result.pair_ids.append(str(inserted_ids[pair.content_hash]))
+        if vector is None:
             result.embedding_pending += 1
         else:
             result.embedded += 1

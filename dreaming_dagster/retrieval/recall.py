@@ -45,9 +45,29 @@ logger = logging.getLogger(__name__)
 MAX_K = 200
 DEFAULT_POOL_SIZE = 50
 DEFAULT_LEXICAL_POOL_SIZE = 50
-# The lexical pool reads at most this many postings per query word (the best by BM25 weight); exact BM25
-# order below it. bench/recall.py measures what it keeps of the exact lexical top-50 at 100,000 pairs.
-DEFAULT_LEXICAL_POSTINGS_PER_WORD = 1000
+
+
+@dataclass(frozen=True)
+class LexicalPruning:
+    """How much of the lexical index one query reads (retrieval/composite_ranking.sql, lexical pool): query
+    words read their best postings rarest word first out of ``budget`` postings, each at least
+    ``per_word``; the top ``rescore`` × pool-size pairs by those partial sums are scored exactly before the
+    cut. bench/recall.py measures rules against the exact BM25 top 50 at 100,000 pairs."""
+
+    budget: int = 3000
+    per_word: int = 300
+    rescore: int = 2
+
+    def __post_init__(self) -> None:
+        for name, value, least in (("budget", self.budget, 0), ("per_word", self.per_word, 1),
+                                   ("rescore", self.rescore, 1)):
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"lexical pruning: {name} must be an integer of at least {least}, got {value!r}")
+
+
+DEFAULT_LEXICAL_PRUNING = LexicalPruning()
+# Every posting of every query word: the exact BM25 top (tests and benchmarks compare against it).
+EXHAUSTIVE_LEXICAL_PRUNING = LexicalPruning(budget=0, per_word=2**31 - 1, rescore=1)
 
 
 @dataclass(frozen=True)
@@ -127,7 +147,7 @@ def validate_request(user_id: object, query: object, k: object = 10, session_id:
 def composite_rows(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_embedding: np.ndarray,
                    query_text: str, weights: SignalWeights, pool_size: int = DEFAULT_POOL_SIZE,
                    lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
-                   lexical_postings_per_word: int = DEFAULT_LEXICAL_POSTINGS_PER_WORD, row_limit: int | None = None,
+                   lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING, row_limit: int | None = None,
                    as_of: datetime | None = None, reference_time: datetime | None = None,
                    session_id: str | None = None, remember_query: bool = False) -> list[dict]:
     """Run the composite statement: the pool with its eight signals and scores, best first.
@@ -137,7 +157,7 @@ def composite_rows(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_
     """
     return conn.execute(load_sql("retrieval/composite_ranking"), composite_parameters(
         user_id=user_id, kg_id=kg_id, query_embedding=query_embedding, query_text=query_text, weights=weights,
-        pool_size=pool_size, lexical_pool_size=lexical_pool_size, lexical_postings_per_word=lexical_postings_per_word,
+        pool_size=pool_size, lexical_pool_size=lexical_pool_size, lexical_pruning=lexical_pruning,
         row_limit=row_limit, as_of=as_of, reference_time=reference_time, session_id=session_id,
         remember_query=remember_query)).fetchall()
 
@@ -145,7 +165,7 @@ def composite_rows(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_
 def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarray, query_text: str,
                          weights: SignalWeights, pool_size: int = DEFAULT_POOL_SIZE,
                          lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
-                         lexical_postings_per_word: int = DEFAULT_LEXICAL_POSTINGS_PER_WORD,
+                         lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
                          row_limit: int | None = None,
                          as_of: datetime | None = None, reference_time: datetime | None = None,
                          session_id: str | None = None, remember_query: bool = False) -> dict[str, Any]:
@@ -154,7 +174,8 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
         "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
         # Postgres text cannot hold NUL; the lexical side reads the query without them.
         "query_text": query_text.replace("\x00", " "), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
-        "lexical_postings_per_word": lexical_postings_per_word, "bm25_k1": BM25_K1, "bm25_b": BM25_B,
+        "lexical_postings_budget": lexical_pruning.budget, "lexical_postings_per_word": lexical_pruning.per_word,
+        "lexical_rescore": lexical_pruning.rescore, "bm25_k1": BM25_K1, "bm25_b": BM25_B,
         "row_limit": row_limit or pool_size + lexical_pool_size, "as_of": as_of,
         "reference_time": reference_time or as_of or datetime.now(UTC), "session_id": session_id,
         "weights": list(weights.weights), "scale": weights.scale, "remember_query": remember_query,
@@ -185,14 +206,12 @@ class Recaller:
     def __init__(self, database: Database, embedder: Embedder, *, ranker_path: Path | None = None,
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
-                 lexical_postings_per_word: int = DEFAULT_LEXICAL_POSTINGS_PER_WORD, ef_search: int = 200):
+                 lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING, ef_search: int = 200):
         if not 1 <= pool_size <= 1000:
             raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
         if not 0 <= lexical_pool_size <= 1000:
             raise ValueError(f"lexical_pool_size must be between 0 and 1000, got {lexical_pool_size}")
-        if lexical_postings_per_word < 1:
-            raise ValueError(f"lexical_postings_per_word must be at least 1, got {lexical_postings_per_word}")
-        self.lexical_pool_size, self.lexical_postings_per_word = lexical_pool_size, lexical_postings_per_word
+        self.lexical_pool_size, self.lexical_pruning = lexical_pool_size, lexical_pruning
         self.database, self.embedder = database, embedder
         self.ranker_path = Path(ranker_path) if ranker_path else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
@@ -283,7 +302,7 @@ class Recaller:
             rows = composite_rows(conn, user_id=request.user_id, kg_id=request.kg_id,
                                   query_embedding=query_embedding, query_text=request.query, weights=weights,
                                   pool_size=pool_size, lexical_pool_size=self.lexical_pool_size,
-                                  lexical_postings_per_word=self.lexical_postings_per_word,
+                                  lexical_pruning=self.lexical_pruning,
                                   row_limit=request.k, as_of=request.as_of, reference_time=query_time,
                                   session_id=request.session_id,
                                   remember_query=remember_query and request.as_of is None)
