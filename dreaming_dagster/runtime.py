@@ -27,14 +27,13 @@ def default_embedder() -> Embedder:
 
 @cache
 def default_recaller():
-    from dreaming_dagster.retrieval.recall import DEFAULT_LEXICAL_PRUNING, LexicalPruning, Recaller
+    from dreaming_dagster.retrieval.recall import LexicalPruning, Recaller
 
     settings = default_settings()
     return Recaller(default_database(), default_embedder(), ranker_path=settings.resolved_ranker_path,
                     pool_size=settings.recall_pool_size, lexical_pool_size=settings.recall_lexical_pool_size,
                     lexical_pruning=LexicalPruning(budget=settings.recall_lexical_postings_budget,
-                                                   per_word=settings.recall_lexical_postings_per_word,
-                                                   rescore=DEFAULT_LEXICAL_PRUNING.rescore),
+                                                   per_word=settings.recall_lexical_postings_per_word),
                     ef_search=settings.recall_ef_search)
 
 

@@ -38,13 +38,16 @@ from dreaming_dagster.retrieval.ranker import (
     predict_weights,
 )
 from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES
+from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 
 logger = logging.getLogger(__name__)
 MAX_K = 200
-DEFAULT_POOL_SIZE = 50
-DEFAULT_LEXICAL_POOL_SIZE = 50
+# Defaults are the settings' (DREAMING_RECALL_*), stated once there.
+_SETTINGS = DreamingSettings.model_fields
+DEFAULT_POOL_SIZE: int = _SETTINGS["recall_pool_size"].default
+DEFAULT_LEXICAL_POOL_SIZE: int = _SETTINGS["recall_lexical_pool_size"].default
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,8 @@ class LexicalPruning:
     ``per_word``; the top ``rescore`` × pool-size pairs by those partial sums are scored exactly before the
     cut. bench/recall.py measures rules against the exact BM25 top 50 at 100,000 pairs."""
 
-    budget: int = 3000
-    per_word: int = 300
+    budget: int = _SETTINGS["recall_lexical_postings_budget"].default
+    per_word: int = _SETTINGS["recall_lexical_postings_per_word"].default
     rescore: int = 2
 
     def __post_init__(self) -> None:

@@ -41,7 +41,8 @@ class Pools:
 
 def build_pools(database: Database, embedder: Embedder, questions: Sequence[BenchmarkQuestion],
                 users: dict[str, str], *, kg_id: str = "default", pool_size: int = 50,
-                lexical_pool_size: int = 50, historical: bool = False, ef_search: int = 200, on_question: Callable[[int], None] | None = None) -> Pools:
+                lexical_pool_size: int = 50, historical: bool = False, ef_search: int = 200,
+                on_question: Callable[[int], None] | None = None) -> Pools:
     """Pools for every answerable question of ``questions`` (``users`` maps question id → benchmark user).
 
     ``historical`` (per-question mode) draws each pool only from pairs before the question's date; the
