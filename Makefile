@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost clean-data
+.PHONY: install browser demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost
+bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability
 	$(BIN)/python bench/report.py
 
 bench-ingest: install
@@ -73,3 +73,6 @@ bench-question-type: install
 
 bench-llm-cost: install
 	$(BIN)/python bench/llm_cost.py
+
+bench-reliability: install
+	$(BIN)/python bench/reliability.py

@@ -38,7 +38,7 @@ from dreaming_dagster.ingest.readers import longmemeval_session_records  # noqa:
 from dreaming_dagster.ingest.records import Rejection, parse_pair  # noqa: E402
 from dreaming_dagster.ingest.save import save_validated_pairs  # noqa: E402
 from dreaming_dagster.retrieval.ranker import SignalWeights  # noqa: E402
-from dreaming_dagster.retrieval.recall import DEFAULT_LEXICAL_PRUNING, LexicalPruning, composite_rows  # noqa: E402
+from dreaming_dagster.retrieval.recaller import DEFAULT_LEXICAL_PRUNING, LexicalPruning, composite_rows  # noqa: E402
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, bm25  # noqa: E402
 from dreaming_dagster.sql import load_sql  # noqa: E402
 from dreaming_dagster.storage import embedded  # noqa: E402

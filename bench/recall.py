@@ -64,7 +64,7 @@ from dreaming_dagster.retrieval.ranker import (  # noqa: E402
     predict_weights,
     save_ranker,
 )
-from dreaming_dagster.retrieval.recall import (  # noqa: E402
+from dreaming_dagster.retrieval.recaller import (  # noqa: E402
     DEFAULT_LEXICAL_PRUNING,
     EXHAUSTIVE_LEXICAL_PRUNING,
     LexicalPruning,

@@ -123,6 +123,28 @@ def main() -> None:
         ("input / output tokens", f"{r['per_1000_pairs']['input_tokens']:,} / {r['per_1000_pairs']['output_tokens']:,}"),
         *[(label, f"${cost}") for label, cost in r["per_1000_pairs"].items() if label.endswith(")")]],
         "Output sizes are assumptions (no LLM here); the file lists them.")
+    r = load("reliability")
+    if r is not None:
+        k, t, s = r["kill_9_mid_sync"], r["terminated_saves"], r["concurrent_savers"]
+        o, b = r["llm_outage"], r["bulk_insert"]
+        out += section("Reliability under fire", r, [
+            (f"kill -9 mid-sync ({k['kills']} kills, {k['users']} users)",
+             f"lost {k['lost_pairs']}, duplicate subjects {k['duplicate_subjects']}, duplicate links "
+             f"{k['duplicate_links']}, orphans {k['orphan_pairs']}; graph equal to an uninterrupted run "
+             f"{k['graphs_equal_to_uninterrupted']}/{k['kills']}"),
+            ("4 syncs of one user at once", f"duplicate subjects {r['concurrent_syncs']['duplicate_subjects']}, "
+             f"graph equal {r['concurrent_syncs']['graph_equals_uninterrupted']}"),
+            (f"{s['savers']} concurrent savers, shuffled", f"{s['distinct']:,} of {s['pairs']:,} stored, {s['rows']:,} rows"),
+            ("saving connection terminated mid-statement", f"{t['all_or_nothing']}/{t['saves']} all-or-nothing"),
+            (f"{r['cross_tenant_recalls']['recalls']} random cross-tenant recalls",
+             f"{r['cross_tenant_recalls']['leaks']} leaks in {r['cross_tenant_recalls']['memories_returned']:,} memories"),
+            ("hostile records", f"{r['hostile_records']['rejected']} rejected by field, {r['hostile_records']['stored']} stored"),
+            ("one LLM call, endpoint hangs", f"{o['one_call_hang']['seconds']} s (deadline {o['one_call_hang']['deadline_s']} s)"),
+            ("one LLM call, endpoint trickles a byte at a time", f"{o['one_call_trickle']['seconds']} s (deadline {o['one_call_trickle']['deadline_s']} s)"),
+            ("extraction of 40 pairs, endpoint hangs", f"{o['extraction_stage_hanging_endpoint']['seconds']} s, then stops "
+             f"({o['extraction_stage_hanging_endpoint']['not_attempted']} calls not sent)"),
+            (f"one INSERT of pairs for {b['users']:,} users", f"{b['seconds']} s, {b['users_indexed']:,} users indexed")],
+            "What each guarantee means and how it is tested: docs/reliability.md.")
     (ROOT / "docs" / "benchmarks.md").write_text("\n".join(out))
     print(f"wrote {ROOT / 'docs' / 'benchmarks.md'}")
 

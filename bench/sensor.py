@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor  # noqa: E402
 from dreaming_dagster.defs.resources import DreamingDatabaseResource  # noqa: E402
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from dreaming_dagster.graph.stages import MAX_EXTRACTION_ATTEMPTS  # noqa: E402
+from dreaming_dagster.pending_work import extraction_retry_params  # noqa: E402
 from dreaming_dagster.sql import load_sql  # noqa: E402
 from dreaming_dagster.storage import embedded  # noqa: E402
 from dreaming_dagster.storage.database import Database  # noqa: E402
@@ -73,7 +73,7 @@ def main() -> None:
             total = conn.execute("SELECT count(*) AS n FROM memory_pairs").fetchone()["n"]
 
         query = load_sql("memory_pairs/users_with_pending_work")
-        params = {"max_attempts": MAX_EXTRACTION_ATTEMPTS}
+        params = extraction_retry_params()
         wall, execution = [], []
         with database.connect(vectors=False) as conn:
             for _ in range(args.repeats):

@@ -8,19 +8,26 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
+import psycopg
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dreaming_dagster.ingest.readers import (
     LineRecord,
-    iter_longmemeval_questions,
-    longmemeval_session_records,
     read_jsonl,
+    read_longmemeval,
 )
-from dreaming_dagster.ingest.records import InvalidInputError, Rejection, parse_pair, validate_identifier
+from dreaming_dagster.ingest.records import (
+    InvalidInputError,
+    MemoryPair,
+    Rejection,
+    parse_pair,
+    validate_identifier,
+)
 from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_validated_pairs
 from dreaming_dagster.runtime import default_database, default_embedder, default_settings
 
@@ -42,7 +49,8 @@ def ingest_items(make_items: Callable[[], Iterable[LineRecord | Rejection]], use
                  strict: bool, embed: bool, total: int | None = None) -> SaveResult:
     """Validate and store a stream of file records in chunks; each chunk is one transaction.
 
-    ``strict``: the whole file is validated first and nothing is stored if any record is invalid.
+    ``strict``: the whole file is validated first and nothing is stored if any record is invalid; the
+    valid file is then stored in one transaction, so a failure at any point stores none of it.
     """
     user_id = validate_identifier(user_id, "user_id")
     kg_id = validate_identifier(kg_id, "kg_id")
@@ -51,9 +59,22 @@ def ingest_items(make_items: Callable[[], Iterable[LineRecord | Rejection]], use
         if rejections:
             raise BatchRejectedError(rejections)
     database, embedder = default_database(), default_embedder()
+    batch_size = default_settings().embedding_batch_size
+    database.ensure_schema(embedder.spec)
     result = SaveResult()
-    with _progress() as progress:
+    with _progress() as progress, ExitStack() as stack:
+        connection = None
+        if strict:
+            connection = stack.enter_context(database.connect())
+            stack.enter_context(connection.transaction())
         task = progress.add_task(f"ingesting into {user_id}", total=total)
+
+        def store(chunk: list[tuple[str, MemoryPair]]) -> None:
+            result.merge(save_validated_pairs(database, embedder, user_id, kg_id, [p for _, p in chunk],
+                                              embed=embed, batch_size=batch_size, connection=connection,
+                                              labels=[where for where, _ in chunk]))
+            progress.advance(task, len(chunk))
+
         chunk = []
         for item in _validated(make_items()):
             if isinstance(item, Rejection):
@@ -62,14 +83,10 @@ def ingest_items(make_items: Callable[[], Iterable[LineRecord | Rejection]], use
                 continue
             chunk.append(item)
             if len(chunk) >= CHUNK_SIZE:
-                result.merge(save_validated_pairs(database, embedder, user_id, kg_id, chunk, embed=embed,
-                                                  batch_size=default_settings().embedding_batch_size))
-                progress.advance(task, len(chunk))
+                store(chunk)
                 chunk = []
         if chunk:
-            result.merge(save_validated_pairs(database, embedder, user_id, kg_id, chunk, embed=embed,
-                                              batch_size=default_settings().embedding_batch_size))
-            progress.advance(task, len(chunk))
+            store(chunk)
     return result
 
 
@@ -79,7 +96,7 @@ def _validated(items: Iterable[LineRecord | Rejection]) -> Iterator:
             yield item
             continue
         try:
-            yield parse_pair(item.raw, record=item.where)
+            yield item.where, parse_pair(item.raw, record=item.where)
         except InvalidInputError as exc:
             yield Rejection(record=item.where, field=exc.field, reason=exc.reason)
 
@@ -131,7 +148,7 @@ def ingest_options(func):
 @ingest_options
 def ingest(file: Path, user_id: str, kg_id: str, strict: bool, defer_embedding: bool) -> None:
     """Ingest a JSONL file of pairs (session_id, user_message, assistant_message, occurred_at)."""
-    with file.open(encoding="utf-8") as handle:
+    with file.open("rb") as handle:  # bytes: a line that is not UTF-8 is the reader's to reject
         total = sum(1 for line in handle if line.strip())
     _run_ingest(lambda: read_jsonl(file), user_id, kg_id, strict, defer_embedding, total)
 
@@ -143,14 +160,7 @@ def ingest(file: Path, user_id: str, kg_id: str, strict: bool, defer_embedding: 
 def ingest_longmemeval(file: Path, user_id: str, kg_id: str, strict: bool, defer_embedding: bool,
                        limit_questions: int | None) -> None:
     """Ingest a LongMemEval-format file (streamed): every session becomes consecutive pairs."""
-
-    def items():
-        questions = iter_longmemeval_questions(file)
-        if limit_questions is not None:
-            questions = (q for i, q in zip(range(limit_questions), questions, strict=False))
-        return longmemeval_session_records(questions)
-
-    _run_ingest(items, user_id, kg_id, strict, defer_embedding, None)
+    _run_ingest(lambda: read_longmemeval(file, limit_questions), user_id, kg_id, strict, defer_embedding, None)
 
 
 def _run_ingest(make_items, user_id, kg_id, strict, defer_embedding, total) -> None:
@@ -158,6 +168,10 @@ def _run_ingest(make_items, user_id, kg_id, strict, defer_embedding, total) -> N
         result = ingest_items(make_items, user_id, kg_id, strict=strict, embed=not defer_embedding, total=total)
     except (InvalidInputError, BatchRejectedError) as exc:
         _fail(str(exc))
+    except psycopg.Error as exc:
+        kept = ("nothing was stored (--strict)" if strict else "pairs stored before the failure are kept; run the "
+                "same command again to continue (they count as duplicates)")
+        _fail(f"the database failed: {str(exc).splitlines()[0][:300]}; {kept}")
     _report(result)
 
 
@@ -176,13 +190,33 @@ def stats(user_id: str) -> None:
     default_database().ensure_schema(default_embedder().spec)
     rows = user_stats(default_database(), user_id)
     table = Table(title=f"memory of {user_id}")
-    for column in ("kg", "pairs", "tokens", "sessions", "pending embedding", "pending extraction", "first", "last"):
+    for column in ("kg", "pairs", "tokens", "sessions", "pending embedding", "pending extraction",
+                   "failed extraction", "first", "last"):
         table.add_column(column)
     for row in rows:
         table.add_row(row["kg_id"], f"{row['pairs']:,}", f"{row['tokens']:,}", f"{row['sessions']:,}",
                       f"{row['pending_embedding']:,}", f"{row['pending_extraction']:,}",
-                      str(row["first_occurred_at"]), str(row["last_occurred_at"]))
+                      f"{row['failed_extraction']:,}", str(row["first_occurred_at"]), str(row["last_occurred_at"]))
     wide_console().print(table if rows else f"{user_id} has no memory pairs")
+    parked = sum(row["failed_extraction"] for row in rows)
+    if parked:
+        console.print(f"[yellow]{parked:,} pair(s) failed extraction on every attempt; they are retried after a "
+                      f"cool-down, or now with `dreaming retry-failed --user {user_id}`")
+
+
+@main.command("retry-failed")
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default=None, help="Only this knowledge graph (default: all of the user's).")
+def retry_failed(user_id: str, kg_id: str | None) -> None:
+    """Give USER's pairs that failed extraction on every attempt a fresh set of attempts (no rebuild)."""
+    from dreaming_dagster.graph.stages import reset_failed_extractions
+
+    _checked_user(user_id, kg_id or "default")
+    database = default_database()
+    database.ensure_schema(default_embedder().spec)
+    reset = reset_failed_extractions(database, user_id, kg_id)
+    click.echo(f"{reset:,} pair(s) of {user_id} will be extracted again on the next run "
+               "(the sensor's, or `dreaming sync`)")
 
 
 @main.command()

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, field_validator
 
 from dreaming_dagster.extraction.normalize import normalize_subject_name
 from dreaming_dagster.graph.merging import description_fragments
-from dreaming_dagster.llm.client import JSONChatClient
+from dreaming_dagster.llm.client import JSONChatClient, call_each
 from dreaming_dagster.prompts import load_prompt
 
 MAX_NAME_WORDS = 5
@@ -94,11 +93,4 @@ class OpenAIRefiner:
         return self.client.ask(messages, Refinement, "subject_refinement", refinement_schema())
 
     def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
-        def run(subject: tuple[str, str]) -> Refinement | Exception:
-            try:
-                return self.refine(*subject)
-            except Exception as exc:  # per subject
-                return exc
-
-        with ThreadPoolExecutor(max_workers=self.max_in_flight) as pool:
-            return list(pool.map(run, subjects))
+        return call_each(self.refine, subjects, self.max_in_flight)

@@ -15,13 +15,14 @@ def user_stats_markdown(user_id: str, stats: Sequence[dict]) -> str:
     lines = [
         f"### Memory of `{user_id}`",
         "",
-        "| knowledge graph | pairs | tokens | sessions | pending embedding | pending extraction | span |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| knowledge graph | pairs | tokens | sessions | pending embedding | pending extraction | failed extraction "
+        "| span |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in stats:
         lines.append(
             f"| {row['kg_id']} | {row['pairs']:,} | {row['tokens']:,} | {row['sessions']:,} | "
-            f"{row['pending_embedding']:,} | {row['pending_extraction']:,} | "
+            f"{row['pending_embedding']:,} | {row['pending_extraction']:,} | {row['failed_extraction']:,} | "
             f"{_day(row['first_occurred_at'])} → {_day(row['last_occurred_at'])} |"
         )
     return "\n".join(lines)
@@ -45,7 +46,7 @@ def _snippet(text: str, width: int) -> str:
 
 
 def recall_table(result):
-    """A rich table of a :class:`~dreaming_dagster.retrieval.recall.RecallResult`: one row per memory
+    """A rich table of a :class:`~dreaming_dagster.retrieval.recaller.RecallResult`: one row per memory
     with its eight signals and score, the weights and the model in the caption."""
     from rich.table import Table
 

@@ -27,7 +27,7 @@ def default_embedder() -> Embedder:
 
 @cache
 def default_recaller():
-    from dreaming_dagster.retrieval.recall import LexicalPruning, Recaller
+    from dreaming_dagster.retrieval.recaller import LexicalPruning, Recaller
 
     settings = default_settings()
     return Recaller(default_database(), default_embedder(), ranker_path=settings.resolved_ranker_path,

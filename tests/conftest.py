@@ -82,6 +82,17 @@ def clean_env(monkeypatch):
     reset_defaults()
 
 
+@pytest.fixture
+def cli_env(clean_env, database_url, openai_stub):
+    """The CLI's settings: the test's scratch database and the stub's 16-d embeddings."""
+    clean_env.setenv("DREAMING_DATABASE_URL", database_url)
+    clean_env.setenv("DREAMING_EMBEDDING_PROVIDER", "openai")
+    clean_env.setenv("DREAMING_EMBEDDING_MODEL", "stub-embed-16")
+    clean_env.setenv("DREAMING_EMBEDDING_DIMENSIONS", "16")
+    clean_env.setenv("DREAMING_EMBEDDING_BASE_URL", openai_stub.base_url)
+    return clean_env
+
+
 def pair(n: int, session: str = "s1", **overrides) -> dict:
     record = {"session_id": session, "user_message": f"user message {n}",
               "assistant_message": f"assistant reply {n}", "occurred_at": f"2024-03-{1 + n % 28:02d}T10:00:00Z",

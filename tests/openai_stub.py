@@ -30,7 +30,9 @@ class OpenAIStub:
         self.fail_all = False
         self.requests: list[dict] = []
         # Chat completions are scripted per model: a list of steps consumed in order, the last one repeating.
-        # A step is ("reply", text) | ("status", code) | ("sleep", seconds) | ("reject_schema", None).
+        # A step is ("reply", text) | ("status", code) | ("sleep", seconds) | ("reject_schema", None) |
+        # ("retry_after", seconds): 429 with that Retry-After | ("trickle", seconds): a good reply sent one
+        # byte every that many seconds (a server that never times out a per-read timeout).
         self.chat_script: dict[str, list[tuple]] = {}
         self.default_chat_reply: Callable[[dict], str] | None = None
         self._lock = threading.Lock()
@@ -40,18 +42,27 @@ class OpenAIStub:
             def log_message(self, *args):  # keep test output clean
                 pass
 
-            def _send(self, status: int, body: dict) -> None:
+            def _send(self, status: int, body: dict, headers: dict | None = None, trickle: float = 0.0) -> None:
                 payload = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
-                with contextlib.suppress(BrokenPipeError):  # the client gave up (a timeout test)
-                    self.wfile.write(payload)
+                # The client gave up (a timeout test): the connection is gone.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    if not trickle:
+                        self.wfile.write(payload)
+                        return
+                    for index in range(len(payload)):
+                        self.wfile.write(payload[index:index + 1])
+                        self.wfile.flush()
+                        time.sleep(trickle)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                stub.requests.append({"path": self.path, "body": body})
+                stub.requests.append({"path": self.path, "body": body, "at": time.monotonic()})
                 if self.path.endswith("/chat/completions"):
                     return self._chat(body)
                 if not self.path.endswith("/embeddings"):
@@ -78,6 +89,11 @@ class OpenAIStub:
                     kind, value = "reply", None
                 if kind == "status":
                     return self._send(value, {"error": {"message": f"stub status {value}"}})
+                if kind == "retry_after":
+                    return self._send(429, {"error": {"message": "slow down"}}, headers={"Retry-After": str(value)})
+                trickle = value if kind == "trickle" else 0.0
+                if kind == "trickle":
+                    kind, value = "reply", None
                 if kind == "reject_schema" and body.get("response_format", {}).get("type") == "json_schema":
                     return self._send(400, {"error": {"message": "response_format json_schema unsupported"}})
                 if value is None or kind == "reject_schema":
@@ -87,7 +103,7 @@ class OpenAIStub:
                     "choices": [{"index": 0, "finish_reason": "stop",
                                  "message": {"role": "assistant", "content": value}}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                })
+                }, trickle=trickle)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

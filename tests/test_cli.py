@@ -2,21 +2,10 @@
 
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from dreaming_dagster.cli import main
 from tests.conftest import pair
-
-
-@pytest.fixture
-def cli_env(clean_env, database_url, openai_stub):
-    clean_env.setenv("DREAMING_DATABASE_URL", database_url)
-    clean_env.setenv("DREAMING_EMBEDDING_PROVIDER", "openai")
-    clean_env.setenv("DREAMING_EMBEDDING_MODEL", "stub-embed-16")
-    clean_env.setenv("DREAMING_EMBEDDING_DIMENSIONS", "16")
-    clean_env.setenv("DREAMING_EMBEDDING_BASE_URL", openai_stub.base_url)
-    return clean_env
 
 
 def write_jsonl(path, lines):

@@ -37,14 +37,7 @@ def sync(database, embedder, user_id="alice"):
 
 
 def graph_signature(database: Database, user_id: str = "alice") -> set[tuple]:
-    """The graph as comparable data: each subject's name with the content hashes of its linked pairs."""
-    with database.connect() as conn:
-        rows = conn.execute("""
-            SELECT s.subject_text, array_agg(p.content_hash ORDER BY p.content_hash) AS pairs
-            FROM subjects s JOIN subject_memory_pair_links l ON l.subject_id = s.id
-            JOIN memory_pairs p ON p.id = l.pair_id
-            WHERE s.user_id = %s GROUP BY s.id, s.subject_text""", (user_id,)).fetchall()
-    return {(row["subject_text"], tuple(row["pairs"])) for row in rows}
+    return stages.graph_signature(database, user_id)
 
 
 def assert_graph_is_clean(database: Database, user_id: str = "alice") -> None:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from dreaming_dagster.ingest.embedding import embed_pending_pairs, user_stats
-from dreaming_dagster.ingest.records import InvalidInputError
-from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs
+from dreaming_dagster.ingest.records import InvalidInputError, parse_pair
+from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs, save_validated_pairs
 from tests.conftest import pair, run_concurrently, stub_embedder
 
 
@@ -98,7 +98,7 @@ def test_bad_user_or_kg_writes_nothing(database, embedder16, user_id, kg_id):
     assert len(rows(database)) == 1
 
 
-def test_a_database_error_stores_none_of_the_batch(database, embedder16):
+def test_a_record_the_database_refuses_is_rejected_alone_or_refuses_a_strict_batch(database, embedder16):
     save_pairs("alice", [pair(0)], database=database, embedder=embedder16)
     with database.connect() as conn:  # a real failure inside Postgres, on the third row of the batch
         conn.execute("""
@@ -107,10 +107,16 @@ def test_a_database_error_stores_none_of_the_batch(database, embedder16):
             RETURN NEW; END $$;
             CREATE TRIGGER refuse_boom BEFORE INSERT ON memory_pairs
             FOR EACH ROW EXECUTE FUNCTION refuse_boom();""")
-    with pytest.raises(Exception, match="refused by test trigger"):
-        save_pairs("alice", [pair(1), pair(2), pair(3, user_message="boom")], database=database,
-                   embedder=embedder16)
+    batch = [pair(1), pair(2), pair(3, user_message="boom")]
+    with database.connect() as conn, pytest.raises(Exception, match="refused by test trigger"), conn.transaction():
+        # Inside a caller's transaction (how --strict stores a file) the refusal is the caller's: nothing stays.
+        save_validated_pairs(database, embedder16, "alice", "default", [parse_pair(r) for r in batch],
+                             connection=conn)
     assert [row["turn_index"] for row in rows(database)] == [0]
+    result = save_pairs("alice", batch, database=database, embedder=embedder16)
+    assert result.inserted == 2 and [(r.record, r.field) for r in result.rejected] == [(2, "record")]
+    assert "refused by test trigger" in result.rejected[0].reason
+    assert [row["turn_index"] for row in rows(database)] == [0, 1, 2]
 
 
 def test_embedding_outage_keeps_the_pairs_and_the_asset_catches_up(database, openai_stub):

@@ -9,8 +9,9 @@ WITH due AS (
     WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND archived_at IS NULL AND importance > %(floor)s
 )
 UPDATE subjects s
-SET importance = greatest(%(floor)s, due.importance * power(0.5,
-        extract(epoch FROM (%(now)s::timestamptz - due.start_at)) / 86400.0 / %(half_life_days)s)),
+-- (The exponent stops at 1,000 half-lives: far below any floor, and past it float8 would underflow.)
+SET importance = greatest(%(floor)s, due.importance * power(0.5::float8, least(1000.0,
+        extract(epoch FROM (%(now)s::timestamptz - due.start_at))::float8 / 86400.0 / %(half_life_days)s))),
     decayed_through = %(now)s::timestamptz
 FROM due
 WHERE s.id = due.id AND due.start_at < %(now)s::timestamptz;

@@ -7,6 +7,9 @@ SELECT kg_id,
                         OR (reply_embedding IS NULL AND btrim(user_message) <> ''
                             AND btrim(assistant_message) <> '')) AS pending_embedding,
        count(*) FILTER (WHERE extracted_at IS NULL) AS pending_extraction,
+       -- Parked: extraction failed max_attempts times; retried once per cool-down, or now by
+       -- `dreaming retry-failed`.
+       count(*) FILTER (WHERE extracted_at IS NULL AND attempts >= %(max_attempts)s) AS failed_extraction,
        min(occurred_at)                          AS first_occurred_at,
        max(occurred_at)                          AS last_occurred_at
 FROM memory_pairs

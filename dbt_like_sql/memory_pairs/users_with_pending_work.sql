@@ -11,7 +11,11 @@ FROM (
     GROUP BY user_id
     UNION ALL
     SELECT user_id, count(*), max(ingested_at)
-    FROM memory_pairs WHERE extracted_at IS NULL AND attempts < %(max_attempts)s GROUP BY user_id
+    FROM memory_pairs
+    WHERE extracted_at IS NULL
+      AND (attempts < %(max_attempts)s OR last_attempt_at IS NULL
+           OR last_attempt_at < now() - make_interval(secs => %(cooldown_seconds)s))  -- parked, cool-down over
+    GROUP BY user_id
     UNION ALL
     SELECT user_id, count(*), max(ingested_at)
     FROM memory_pairs WHERE extracted_at IS NOT NULL AND subjects_merged_at IS NULL GROUP BY user_id

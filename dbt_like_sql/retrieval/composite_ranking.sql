@@ -209,8 +209,9 @@ signals AS (
            CASE WHEN max(r.occurred_epoch) OVER () = min(r.occurred_epoch) OVER () THEN 1.0::float8
                 ELSE (r.occurred_epoch - min(r.occurred_epoch) OVER ())
                      / (max(r.occurred_epoch) OVER () - min(r.occurred_epoch) OVER ()) END AS rec_lin,
-           power(0.5, greatest(extract(epoch FROM (%(reference_time)s::timestamptz - r.occurred_at))::float8, 0)
-                      / 86400.0 / 14.0) AS rec_exp,
+           -- At most 1,000 half-lives (~38 years; 0.5^1000 ≈ 1e-301): older pairs would underflow float8.
+           power(0.5, least(greatest(extract(epoch FROM (%(reference_time)s::timestamptz - r.occurred_at))::float8, 0)
+                            / 86400.0 / 14.0, 1000.0)) AS rec_exp,
            coalesce(r.subject_links / nullif(max(r.subject_links) OVER (), 0), 0) AS subj_freq,
            least(greatest(coalesce(r.best_subject_similarity, 0), 0), 1) AS subj_sem,
            CASE WHEN r.session_id = %(session_id)s::text THEN 1::float8 ELSE 0::float8 END AS sess,

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from dreaming_dagster.storage.storable import clean_json
+
 
 class _Mutation(BaseModel):
     model_config = {"extra": "ignore"}
@@ -72,6 +74,7 @@ def parse_mutations(raw: object) -> tuple[list[_Mutation], list[dict]]:
         return [], [{"mutation": raw, "reason": "mutations must be a JSON list"}]
     valid, rejected = [], []
     for entry in raw:
+        entry = clean_json(entry)  # whichever provider proposed it, the graph stores only storable text
         try:
             valid.append(_ADAPTER.validate_python(entry))
         except ValidationError as error:

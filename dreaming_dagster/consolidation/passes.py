@@ -35,6 +35,7 @@ from dreaming_dagster.graph.stages import user_graph_lock
 from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.storable import clean_json, clean_text
 from dreaming_dagster.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,8 @@ class PassReport:
         for row in rows:
             row["change"] = {k: v for k, v in row["change"].items() if k != "apply"}
         rows += [{"mutation": r["mutation"], "status": "rejected", "reason": r["reason"]} for r in self.rejected]
-        return json.loads(json.dumps(rows, default=str))
+        # Whatever a provider proposed, the audit row must be storable (jsonb holds no NUL, NaN or surrogate).
+        return clean_json(json.loads(json.dumps(rows, default=str)))
 
     def diff_markdown(self) -> str:
         """The before/after of the graph, for the Dagster UI and the CLI."""
@@ -183,7 +185,7 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
                 # The across-clusters pass sees the graph as the cluster passes left it.
                 across.subjects = [state_graph.live[s["id"]] for s in across.subjects if s["id"] in state_graph.live]
                 _take(report, state_graph, across, consolidator.propose(across), summaries_out)
-        report.summary = " ".join(summaries_out)
+        report.summary = clean_text(" ".join(summaries_out))
         for outcome in report.outcomes:
             if outcome.status == "skipped":
                 logger.info("%s/%s: skipped %s: %s", user_id, kg_id, outcome.mutation.get("op"), outcome.reason)
@@ -245,7 +247,8 @@ def _audit_params(report: PassReport, started_at: datetime) -> dict:
             "status": report.status, "started_at": started_at, "input_tokens": report.input_tokens,
             "tokens_consumed": report.tokens_consumed, "applied": report.count("applied"),
             "skipped": report.skipped, "failed": report.count("failed"), "decayed": report.decayed,
-            "mutations": Jsonb(report.audit_mutations()), "summary": report.summary, "error": report.error}
+            "mutations": Jsonb(report.audit_mutations()), "summary": clean_text(report.summary),
+            "error": clean_text(report.error) if report.error else None}
 
 
 def _record_in(conn, report: PassReport, started_at: datetime):

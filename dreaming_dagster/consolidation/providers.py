@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -19,7 +19,9 @@ from dreaming_dagster.settings import DreamingSettings
 
 
 class Proposal(BaseModel):
-    mutations: list[dict] = Field(default_factory=list)
+    # Any JSON values: an entry that is not a mutation object is rejected on its own by parse_mutations,
+    # never the whole answer.
+    mutations: list[Any] = Field(default_factory=list)
     summary: str = ""
 
 

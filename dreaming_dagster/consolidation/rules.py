@@ -98,4 +98,5 @@ def decayed(importance: float, last_seen_at: datetime, decayed_through: datetime
     if start >= now:
         return importance, decayed_through
     elapsed_days = (now - start).total_seconds() / 86400.0
-    return max(policy.floor, importance * math.pow(0.5, elapsed_days / policy.half_life_days)), now
+    half_lives = min(elapsed_days / policy.half_life_days, 1000.0)  # as decay.sql: no float underflow
+    return max(policy.floor, importance * math.pow(0.5, half_lives)), now

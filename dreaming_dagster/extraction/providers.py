@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Protocol
 
 from dreaming_dagster.extraction.schema import ExtractedSubject, Extraction, json_schema
-from dreaming_dagster.llm.client import JSONChatClient
+from dreaming_dagster.llm.client import JSONChatClient, call_each
 from dreaming_dagster.prompts import load_prompt
 
 MAX_PROMPT_CHARS_PER_TURN = 12_000
@@ -125,14 +124,7 @@ class OpenAIExtractor:
         return self.client.ask(messages, Extraction, "pair_extraction", json_schema())
 
     def extract_many(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
-        def run(pair: tuple[str, str]) -> Extraction | Exception:
-            try:
-                return self.extract(*pair)
-            except Exception as exc:  # kept per pair: one failing pair never blocks the others
-                return exc
-
-        with ThreadPoolExecutor(max_workers=self.max_in_flight) as pool:
-            return list(pool.map(run, pairs))
+        return call_each(self.extract, pairs, self.max_in_flight)
 
 
 __all__ = ["ExtractedSubject", "Extraction", "Extractor", "OfflineExtractor", "OpenAIExtractor"]

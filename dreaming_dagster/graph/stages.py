@@ -25,12 +25,22 @@ from dreaming_dagster.graph.merging import (
     append_description,
     choose_merge_target,
 )
+from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
+from dreaming_dagster.pending_work import (
+    EXTRACTION_RETRY_COOLDOWN_SECONDS,
+    MAX_EXTRACTION_ATTEMPTS,
+    extraction_retry_params,
+)
 from dreaming_dagster.refinement import Refiner
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.storable import clean_text
 
 logger = logging.getLogger(__name__)
-MAX_EXTRACTION_ATTEMPTS = 8
+# What a stage row's write may raise because of that row's data (a value the database refuses): recorded
+# against the row, in its own savepoint, so the rest of the batch commits.
+ROW_DATA_ERRORS = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
+
 
 
 @contextmanager
@@ -59,41 +69,61 @@ class ExtractionStats:
     empty: int = 0
     subjects: int = 0
     failures: int = 0
+    not_attempted: int = 0  # not sent: the provider was down earlier in the batch (no attempt counted)
+    provider_unavailable: bool = False  # the stage stopped early; the rest waits for the next run
     last_error: str | None = None
 
 
 def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_id: str, *,
-                    batch_size: int = 100, max_attempts: int = MAX_EXTRACTION_ATTEMPTS) -> ExtractionStats:
+                    batch_size: int = 100, max_attempts: int = MAX_EXTRACTION_ATTEMPTS,
+                    cooldown_seconds: float = EXTRACTION_RETRY_COOLDOWN_SECONDS) -> ExtractionStats:
     """Stage 2: a summary and 0–5 subjects per pending pair. Failures are recorded per pair (attempts,
-    last_error) and retried on later runs; they never block other pairs."""
+    last_error, last_attempt_at) and retried on later runs; they never block other pairs. A pair whose
+    result the database refuses is a failure of that pair alone (its own savepoint). When the provider is
+    unavailable (every retry of a call failed transiently) the stage stops after the batch: pairs not sent
+    keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock."""
     stats = ExtractionStats()
     failed_now: list = []  # retried on a later run, not again in this one
     while True:
         with database.connect() as conn:
             rows = conn.execute(load_sql("graph/pending_extraction_batch"), {
-                "user_id": user_id, "kg_id": kg_id, "max_attempts": max_attempts, "limit": batch_size,
-                "skip_ids": failed_now}).fetchall()
+                "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed_now,
+                **extraction_retry_params(max_attempts, cooldown_seconds)}).fetchall()
         if not rows:
             return stats
         results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows])
         with database.connect() as conn, conn.transaction():
             for row, result in zip(rows, results, strict=True):
+                if isinstance(result, CallSkippedError):
+                    stats.not_attempted += 1
+                    failed_now.append(row["id"])
+                    continue
+                stats.provider_unavailable |= isinstance(result, ProviderUnavailableError)
+                if not isinstance(result, Exception):
+                    try:
+                        with conn.transaction():
+                            conn.execute(load_sql("graph/record_extraction"), {
+                                "id": row["id"], "user_id": user_id, "summary": result.summary,
+                                "extracted_subjects": Jsonb(result.as_json())})
+                    except ROW_DATA_ERRORS as exc:
+                        result = exc
                 if isinstance(result, Exception):
                     stats.failures += 1
                     stats.last_error = f"{type(result).__name__}: {result}"
                     failed_now.append(row["id"])
                     conn.execute(load_sql("graph/record_extraction_failure"),
-                                 {"id": row["id"], "user_id": user_id, "error": stats.last_error})
+                                 {"id": row["id"], "user_id": user_id, "error": clean_text(stats.last_error)})
                     continue
-                conn.execute(load_sql("graph/record_extraction"), {
-                    "id": row["id"], "user_id": user_id, "summary": result.summary,
-                    "extracted_subjects": Jsonb(result.as_json())})
                 stats.pairs += 1
                 stats.subjects += len(result.subjects)
                 if result.subjects:
                     stats.with_subjects += 1
                 else:
                     stats.empty += 1
+        if stats.provider_unavailable:
+            logger.warning("%s/%s: the LLM provider is unavailable (%s); extraction stops until the next run",
+                           user_id, kg_id, stats.last_error)
+            return stats
 
 
 # ------------------------------------------------------------------------------------------------ merge
@@ -256,16 +286,23 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
         vectors = embedder.embed([subject_embedding_text(result.name) for _, result in done]) if done else []
         with database.connect() as conn:
             for (row, result), vector in zip(done, vectors, strict=True):
-                with conn.transaction():
-                    name = result.name
-                    if name != row["subject_text"] and conn.execute(load_sql("graph/name_taken"), {
-                            "user_id": user_id, "kg_id": kg_id, "subject_text": name, "id": row["id"]}).fetchone():
-                        # Another live subject already has that name; keep ours (dream passes merge them).
-                        name = row["subject_text"]
-                        stats.name_kept_on_conflict += 1
-                    conn.execute(load_sql("graph/apply_refinement"), {
-                        "id": row["id"], "user_id": user_id, "kg_id": kg_id, "subject_text": name,
-                        "description_text": result.narrative, "embedding": vector})
+                try:
+                    with conn.transaction():
+                        name = result.name
+                        if name != row["subject_text"] and conn.execute(load_sql("graph/name_taken"), {
+                                "user_id": user_id, "kg_id": kg_id, "subject_text": name,
+                                "id": row["id"]}).fetchone():
+                            # Another live subject already has that name; keep ours (dream passes merge them).
+                            name = row["subject_text"]
+                            stats.name_kept_on_conflict += 1
+                        conn.execute(load_sql("graph/apply_refinement"), {
+                            "id": row["id"], "user_id": user_id, "kg_id": kg_id, "subject_text": name,
+                            "description_text": result.narrative, "embedding": vector})
+                except ROW_DATA_ERRORS as exc:  # this subject stays as it was; the others are refined
+                    stats.failures += 1
+                    stats.last_error = f"{type(exc).__name__}: {exc}"
+                    failed.append(row["id"])
+                    continue
                 stats.refined += 1
                 stats.renamed += int(name != row["subject_text"])
 
@@ -279,9 +316,26 @@ def clear_user_graph(database: Database, user_id: str, kg_id: str) -> None:
         conn.execute(load_sql("graph/reset_user_checkpoints"), params)
 
 
+def reset_failed_extractions(database: Database, user_id: str, kg_id: str | None = None, *,
+                             max_attempts: int = MAX_EXTRACTION_ATTEMPTS) -> int:
+    """Give the user's parked pairs (extraction failed ``max_attempts`` times) a fresh budget of attempts,
+    so the next run extracts them now instead of after the cool-down. Returns how many."""
+    with database.connect(vectors=False) as conn:
+        return len(conn.execute(load_sql("graph/reset_failed_extractions"), {
+            "user_id": user_id, "kg_id": kg_id, "max_attempts": max_attempts}).fetchall())
+
+
 def graph_stats(database: Database, user_id: str) -> dict:
     with database.connect(vectors=False) as conn:
         return dict(conn.execute(load_sql("graph/graph_stats"), {"user_id": user_id}).fetchone())
+
+
+def graph_signature(database: Database, user_id: str) -> set[tuple[str, tuple[str, ...]]]:
+    """The user's graph as comparable data (subject name, linked pairs' content hashes): a resumed or
+    rebuilt run must give the same set as an uninterrupted one."""
+    with database.connect(vectors=False) as conn:
+        rows = conn.execute(load_sql("checks/graph_signature"), {"user_id": user_id}).fetchall()
+    return {(row["subject_text"], tuple(row["pairs"])) for row in rows}
 
 
 def top_subjects(database: Database, user_id: str, limit: int = 10) -> list[dict]:
@@ -309,5 +363,5 @@ def stats_dict(stats) -> dict:
 
 
 __all__ = ["accumulate", "ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
-           "graph_stats", "link_pending", "merge_pending", "refine_pending", "stats_dict",
-           "top_subjects", "user_graph_lock", "user_kgs"]
+           "graph_signature", "graph_stats", "link_pending", "merge_pending", "refine_pending",
+           "reset_failed_extractions", "stats_dict", "top_subjects", "user_graph_lock", "user_kgs"]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dreaming_dagster.embeddings import Embedder, embed_pair_turns
+from dreaming_dagster.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 
@@ -72,4 +73,5 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
 def user_stats(database: Database, user_id: str) -> list[dict]:
     """Per knowledge graph: pairs, tokens, sessions, pending work and the time span of the memory."""
     with database.connect() as conn:
-        return conn.execute(load_sql("memory_pairs/user_stats"), {"user_id": user_id}).fetchall()
+        return conn.execute(load_sql("memory_pairs/user_stats"),
+                            {"user_id": user_id, **extraction_retry_params()}).fetchall()

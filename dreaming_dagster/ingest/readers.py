@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import codecs
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,16 +29,29 @@ class LineRecord:
 
 
 def read_jsonl(path: Path) -> Iterator[LineRecord | Rejection]:
-    """Yield each non-blank line as a record, or a :class:`Rejection` for malformed JSON."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    """Yield each non-blank line as a record, or a :class:`Rejection` for a line that is not UTF-8 or not
+    JSON (malformed, an integer too long to read, nesting too deep). A UTF-8 byte-order mark is skipped."""
+    with path.open("rb") as handle:
+        for number, raw_line in enumerate(handle, start=1):
+            where = f"line {number}"
+            if number == 1 and raw_line.startswith(codecs.BOM_UTF8):
+                raw_line = raw_line[len(codecs.BOM_UTF8):]
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield Rejection(record=where, field="encoding",
+                                reason=f"not UTF-8: byte 0x{raw_line[exc.start]:02x} at column {exc.start + 1}")
+                continue
             if not line.strip():
                 continue
             try:
-                yield LineRecord(where=f"line {number}", raw=json.loads(line))
+                yield LineRecord(where=where, raw=json.loads(line))
             except json.JSONDecodeError as exc:
-                yield Rejection(record=f"line {number}", field="json", reason=f"malformed JSON: {exc.msg} "
-                                f"at column {exc.colno}")
+                yield Rejection(record=where, field="json", reason=f"malformed JSON: {exc.msg} at column {exc.colno}")
+            except ValueError as exc:  # an integer of more than 4,300 digits
+                yield Rejection(record=where, field="json", reason=f"unreadable JSON: {exc}")
+            except RecursionError:
+                yield Rejection(record=where, field="json", reason="JSON nested too deeply to read")
 
 
 def session_pairs(turns: Sequence[dict[str, Any]]) -> Iterator[tuple[int, str, str, bool]]:
@@ -65,40 +80,81 @@ def session_pairs(turns: Sequence[dict[str, Any]]) -> Iterator[tuple[int, str, s
         yield index, pending_user.get("content") or "", "", bool(pending_user.get("has_answer"))
 
 
-def iter_longmemeval_questions(path: Path) -> Iterator[dict[str, Any]]:
-    """Stream the question records of a LongMemEval-format file."""
+def iter_longmemeval_questions(path: Path) -> Iterator[Any]:
+    """Stream the question records of a LongMemEval-format file.
+
+    Raises :class:`InvalidInputError` (field ``file``) when the top level is not a JSON array, or when the
+    file ends early or stops being JSON; the questions before that point have been yielded.
+    """
     import ijson
 
     with path.open("rb") as handle:
-        # use_float: answers and numbers come back as int/float rather than Decimal.
-        yield from ijson.items(handle, "item", use_float=True)
+        head = handle.read(4096).lstrip(codecs.BOM_UTF8).lstrip()
+        if not head.startswith(b"["):
+            raise InvalidInputError("file", f"{path.name}: the top level must be a JSON array of questions")
+        handle.seek(0)
+        if handle.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+            handle.seek(0)
+        count = 0
+        try:
+            # use_float: answers and numbers come back as int/float rather than Decimal.
+            for question in ijson.items(handle, "item", use_float=True):
+                count += 1
+                yield question
+        except (ijson.JSONError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise InvalidInputError("file", f"{path.name}: unreadable after question {count}: "
+                                    f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def longmemeval_session_records(questions: Iterable[dict[str, Any]]) -> Iterator[LineRecord | Rejection]:
+def read_longmemeval(path: Path, limit_questions: int | None = None) -> Iterator[LineRecord | Rejection]:
+    """Every pair record of a LongMemEval-format file; a file that breaks off or is not an array ends the
+    stream with a :class:`Rejection` for the file (so ``--strict`` stores nothing of it)."""
+    questions = iter_longmemeval_questions(path)
+    if limit_questions is not None:
+        questions = itertools.islice(questions, limit_questions)
+    try:
+        yield from longmemeval_session_records(questions)
+    except InvalidInputError as exc:
+        yield Rejection(record="file", field=exc.field, reason=exc.reason)
+
+
+def longmemeval_session_records(questions: Iterable[Any]) -> Iterator[LineRecord | Rejection]:
     """Yield one pair record per exchange of every distinct session, in the order met.
 
     A session shared by several questions is emitted once. ``metadata`` keeps LongMemEval's ``has_answer``
     per pair (relevance labels for evaluation); which sessions answer which question stays in the file.
+    A question or session of the wrong shape is a :class:`Rejection`, never an exception.
     """
     seen_sessions: set[str] = set()
-    for question in questions:
-        question_id = question.get("question_id", "?")
+    for number, question in enumerate(questions, start=1):
+        if not isinstance(question, dict):
+            yield Rejection(record=f"question {number}", field="question",
+                            reason=f"must be an object, got {type(question).__name__}")
+            continue
+        question_id = question.get("question_id", f"#{number}")
         sessions = question.get("haystack_sessions") or []
         session_ids = question.get("haystack_session_ids") or []
         dates = question.get("haystack_dates") or []
-        if not (len(sessions) == len(session_ids) == len(dates)):
+        if not all(isinstance(v, list) for v in (sessions, session_ids, dates)) or not (
+                len(sessions) == len(session_ids) == len(dates)):
             yield Rejection(record=f"question {question_id}", field="haystack_sessions",
-                            reason="haystack_sessions, haystack_session_ids and haystack_dates differ in length")
+                            reason="haystack_sessions, haystack_session_ids and haystack_dates must be lists of "
+                            "the same length")
             continue
         for session_id, date, turns in zip(session_ids, dates, sessions, strict=True):
+            where = f"question {question_id} session {str(session_id)[:80]}"
+            if not isinstance(session_id, str) or not isinstance(turns, list) or not all(
+                    isinstance(turn, dict) for turn in turns):
+                yield Rejection(record=where, field="haystack_sessions",
+                                reason="a session needs a string id and a list of {role, content} turns")
+                continue
             if session_id in seen_sessions:
                 continue
             seen_sessions.add(session_id)
             try:
                 occurred_at = parse_timestamp(date, "haystack_dates")
             except InvalidInputError as exc:
-                yield Rejection(record=f"question {question_id} session {session_id}", field=exc.field,
-                                reason=exc.reason)
+                yield Rejection(record=where, field=exc.field, reason=exc.reason)
                 continue
             for turn_index, user_message, assistant_message, has_answer in session_pairs(turns):
                 metadata = {"source": "longmemeval", "has_answer": has_answer}

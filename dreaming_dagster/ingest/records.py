@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dreaming_dagster.storage.storable import json_problem, text_problem
+
 IDENTIFIER_PATTERN = re.compile(r"[A-Za-z0-9_.@-]{1,128}")
 MAX_MESSAGE_CHARS = 100_000
 MAX_SESSION_ID_CHARS = 256
@@ -99,20 +101,32 @@ def parse_timestamp(value: object, field_name: str = "occurred_at") -> datetime:
         raise InvalidInputError(field_name, f"must be an ISO 8601 string, got {type(value).__name__}")
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
+    try:
+        # Stored and hashed in UTC: an offset that moves the time past year 1 or 9999 cannot be.
+        parsed.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError(field_name, f"{parsed.isoformat()} is outside the years 1–9999 in UTC") from None
     return parsed
+
+
+def checked_text(value: object, field_name: str, *, max_chars: int, if_blank: str | None = None) -> str:
+    """A string of at most ``max_chars`` that Postgres can store; with ``if_blank``, also not blank (the
+    reason given when it is). Messages, session ids and queries all pass through here."""
+    if not isinstance(value, str):
+        raise InvalidInputError(field_name, f"must be a string, got {type(value).__name__}")
+    if if_blank is not None and not value.strip():
+        raise InvalidInputError(field_name, if_blank)
+    if len(value) > max_chars:
+        raise InvalidInputError(field_name, f"is {len(value):,} characters; the limit is {max_chars:,}")
+    problem = text_problem(value)
+    if problem:
+        raise InvalidInputError(field_name, problem)
+    return value
 
 
 def _message(raw: Mapping[str, Any], name: str) -> str:
     value = raw.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise InvalidInputError(name, f"must be a string, got {type(value).__name__}")
-    if len(value) > MAX_MESSAGE_CHARS:
-        raise InvalidInputError(name, f"is {len(value):,} characters; the limit is {MAX_MESSAGE_CHARS:,}")
-    if "\x00" in value:
-        raise InvalidInputError(name, "contains a NUL character, which Postgres text cannot store")
-    return value
+    return "" if value is None else checked_text(value, name, max_chars=MAX_MESSAGE_CHARS)
 
 
 def parse_pair(raw: object, record: int | str | None = None) -> MemoryPair:
@@ -136,10 +150,9 @@ def _parse_pair(raw: object) -> MemoryPair:
         raise InvalidInputError(unknown[0], f"unknown field (expected some of {', '.join(sorted(PAIR_FIELDS))})")
 
     session_id = raw.get("session_id")
-    if not isinstance(session_id, str) or not session_id.strip():
+    if not isinstance(session_id, str):
         raise InvalidInputError("session_id", "is required (a non-empty string)")
-    if len(session_id) > MAX_SESSION_ID_CHARS:
-        raise InvalidInputError("session_id", f"is longer than {MAX_SESSION_ID_CHARS} characters")
+    checked_text(session_id, "session_id", max_chars=MAX_SESSION_ID_CHARS, if_blank="is required (a non-empty string)")
 
     user_message = _message(raw, "user_message")
     assistant_message = _message(raw, "assistant_message")
@@ -156,10 +169,9 @@ def _parse_pair(raw: object) -> MemoryPair:
     metadata = raw.get("metadata") or {}
     if not isinstance(metadata, Mapping):
         raise InvalidInputError("metadata", f"must be an object, got {type(metadata).__name__}")
-    try:
-        json.dumps(metadata)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError("metadata", f"must be JSON-serialisable: {exc}") from None
+    problem = json_problem(dict(metadata))
+    if problem:
+        raise InvalidInputError("metadata", problem)
 
     return MemoryPair(session_id=session_id, user_message=user_message, assistant_message=assistant_message,
                       occurred_at=occurred_at, turn_index=turn_index, metadata=dict(metadata))

@@ -15,10 +15,12 @@ Batch semantics (documented in the README):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+import psycopg
 from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import Embedder, embed_pair_turns
@@ -70,14 +72,20 @@ class SaveResult:
                 "embedded": self.embedded, "embedding_pending": self.embedding_pending, "tokens": self.tokens}
 
 
-def validate_records(records: Iterable[object]) -> tuple[list[MemoryPair], list[Rejection]]:
-    pairs, rejections = [], []
+def validate_records(records: Iterable[object]) -> tuple[list[MemoryPair], list[Rejection], list[int]]:
+    """(the valid pairs, the rejections, each valid pair's index in ``records``)."""
+    # A mapping is one record, not a batch: iterating it would read its keys as records.
+    if isinstance(records, Mapping | MemoryPair | str | bytes) or not isinstance(records, Iterable):
+        raise InvalidInputError("pairs", f"must be a list of pair records, got {type(records).__name__} "
+                                "(wrap a single record in a list)")
+    pairs, rejections, indexes = [], [], []
     for index, raw in enumerate(records):
         try:
             pairs.append(parse_pair(raw, record=index))
+            indexes.append(index)
         except InvalidInputError as exc:
             rejections.append(Rejection(record=index, field=exc.field, reason=exc.reason))
-    return pairs, rejections
+    return pairs, rejections, indexes
 
 
 PairVectors = tuple[np.ndarray | None, np.ndarray | None]  # (embedding, reply_embedding)
@@ -98,11 +106,20 @@ def embed_or_none(embedder: Embedder, pairs: Sequence[MemoryPair], batch_size: i
 
 
 def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, kg_id: str,
-                         pairs: Sequence[MemoryPair], *, embed: bool = True,
-                         batch_size: int = 64) -> SaveResult:
-    """Insert already-validated pairs for one user in one transaction."""
+                         pairs: Sequence[MemoryPair], *, embed: bool = True, batch_size: int = 64,
+                         connection: psycopg.Connection | None = None,
+                         labels: Sequence[int | str] | None = None) -> SaveResult:
+    """Insert already-validated pairs for one user in one transaction.
+
+    Should the database refuse the batch (a value no validation foresaw), the pairs are stored one by one
+    and each refused one becomes a rejection labelled by ``labels`` (its record index or file line): one
+    record never costs the batch. With ``connection`` the insert joins the caller's open transaction
+    instead, and a refusal raises (``ingest --strict`` keeps a whole file in one transaction, so a failure
+    anywhere stores none of it).
+    """
     result = SaveResult()
     database.ensure_schema(embedder.spec)
+    label_of = dict(zip((p.content_hash for p in pairs), labels or range(len(pairs)), strict=False))
 
     unique: dict[str, MemoryPair] = {}
     for pair in pairs:
@@ -111,7 +128,7 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
     if not unique:
         return result
 
-    with database.connect() as conn:
+    with _connection(database, connection) as conn:
         known = {row["content_hash"] for row in conn.execute(
             load_sql("memory_pairs/existing_content_hashes"),
             {"user_id": user_id, "kg_id": kg_id, "content_hashes": list(unique)})}
@@ -124,26 +141,30 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
     vectors = embed_or_none(embedder, new_pairs, batch_size) if embed else [(None, None)] * len(new_pairs)
 
     tokens = [count_tokens(pair.user_message, pair.assistant_message) for pair in new_pairs]
-    batch = {
-        "user_id": user_id, "kg_id": kg_id,
-        "session_ids": [p.session_id for p in new_pairs], "turn_indexes": [p.turn_index for p in new_pairs],
-        "user_messages": [p.user_message for p in new_pairs],
-        "assistant_messages": [p.assistant_message for p in new_pairs],
-        "occurred_ats": [p.occurred_at for p in new_pairs], "token_counts": tokens,
-        "content_hashes": [p.content_hash for p in new_pairs],
-        "metadatas": [Jsonb(dict(p.metadata)) for p in new_pairs],
-        "embeddings": [vector for vector, _ in vectors], "reply_embeddings": [reply for _, reply in vectors],
-    }
-    with database.connect() as conn, conn.transaction():
-        # One statement for the batch: the lexical index trigger indexes it in one pass.
-        inserted_ids = {row["content_hash"]: row["id"]
-                        for row in conn.execute(load_sql("memory_pairs/insert_pairs"), batch)}
-        # The consolidation trigger's counter moves with the pairs: same transaction, so a save is never
-        # lost from it or counted twice (dreaming_state, token_budget_sensor).
-        new_tokens = sum(t for p, t in zip(new_pairs, tokens, strict=True) if p.content_hash in inserted_ids)
-        if new_tokens:
-            conn.execute(load_sql("dreaming/add_tokens"), {"user_id": user_id, "kg_id": kg_id, "tokens": new_tokens})
-    for pair, token_count, (vector, _) in zip(new_pairs, tokens, vectors, strict=True):
+    rows = list(zip(new_pairs, tokens, vectors, strict=True))
+    refused: set[str] = set()
+    with _connection(database, connection) as conn:
+        try:
+            inserted_ids = _insert(conn, user_id, kg_id, rows)
+        except psycopg.DatabaseError as error:
+            if connection is not None or isinstance(error, psycopg.OperationalError):
+                raise  # the caller's all-or-nothing transaction, or the database itself is gone
+            logger.warning("the database refused a batch of %d pair(s) (%s); storing them one by one",
+                           len(rows), error)
+            inserted_ids = {}
+            for row in rows:
+                try:
+                    inserted_ids |= _insert(conn, user_id, kg_id, [row])
+                except psycopg.DatabaseError as row_error:
+                    if isinstance(row_error, psycopg.OperationalError):
+                        raise
+                    refused.add(row[0].content_hash)
+                    result.rejected.append(Rejection(
+                        record=label_of.get(row[0].content_hash, "?"), field="record",
+                        reason=f"the database refused it: {str(row_error).splitlines()[0][:300]}"))
+    for pair, token_count, (vector, _) in rows:
+        if pair.content_hash in refused:
+            continue
         if pair.content_hash not in inserted_ids:  # lost a race with a concurrent save of the same pair
             result.duplicates += 1
             continue
@@ -155,6 +176,40 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
         else:
             result.embedded += 1
     return result
+
+
+def _insert(conn: psycopg.Connection, user_id: str, kg_id: str,
+            rows: Sequence[tuple[MemoryPair, int, PairVectors]]) -> dict[str, object]:
+    """Insert (pair, tokens, vectors) rows in one transaction; the ids of those inserted, by content hash."""
+    batch = {
+        "user_id": user_id, "kg_id": kg_id,
+        "session_ids": [p.session_id for p, _, _ in rows], "turn_indexes": [p.turn_index for p, _, _ in rows],
+        "user_messages": [p.user_message for p, _, _ in rows],
+        "assistant_messages": [p.assistant_message for p, _, _ in rows],
+        "occurred_ats": [p.occurred_at for p, _, _ in rows], "token_counts": [t for _, t, _ in rows],
+        "content_hashes": [p.content_hash for p, _, _ in rows],
+        "metadatas": [Jsonb(dict(p.metadata)) for p, _, _ in rows],
+        "embeddings": [v for _, _, (v, _) in rows], "reply_embeddings": [r for _, _, (_, r) in rows],
+    }
+    with conn.transaction():
+        # One statement for the batch: the lexical index trigger indexes it in one pass.
+        inserted_ids = {row["content_hash"]: row["id"]
+                        for row in conn.execute(load_sql("memory_pairs/insert_pairs"), batch)}
+        # The consolidation trigger's counter moves with the pairs: same transaction, so a save is never
+        # lost from it or counted twice (dreaming_state, token_budget_sensor).
+        new_tokens = sum(t for p, t, _ in rows if p.content_hash in inserted_ids)
+        if new_tokens:
+            conn.execute(load_sql("dreaming/add_tokens"), {"user_id": user_id, "kg_id": kg_id, "tokens": new_tokens})
+    return inserted_ids
+
+
+@contextmanager
+def _connection(database: Database, connection: psycopg.Connection | None) -> Iterator[psycopg.Connection]:
+    if connection is not None:
+        yield connection
+        return
+    with database.connect() as conn:
+        yield conn
 
 
 def save_pairs(user_id: str, pairs: Iterable[object], kg_id: str = "default", *,
@@ -170,12 +225,12 @@ def save_pairs(user_id: str, pairs: Iterable[object], kg_id: str = "default", *,
 
     user_id = validate_identifier(user_id, "user_id")
     kg_id = validate_identifier(kg_id, "kg_id")
-    valid, rejections = validate_records(pairs)
+    valid, rejections, indexes = validate_records(pairs)
     if strict and rejections:
         raise BatchRejectedError(rejections)
     embedder = embedder or default_embedder()
     database = database or default_database()
-    result = save_validated_pairs(database, embedder, user_id, kg_id, valid, embed=embed,
+    result = save_validated_pairs(database, embedder, user_id, kg_id, valid, embed=embed, labels=indexes,
                                   batch_size=default_settings().embedding_batch_size)
     result.rejected.extend(rejections)
     return result

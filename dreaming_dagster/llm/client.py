@@ -2,27 +2,161 @@
 
 Structured output first (``response_format`` json_schema); a server that rejects it (HTTP 400) is asked
 with ``json_object`` from then on. Every reply goes through tolerant parsing and pydantic validation.
-Failures (HTTP errors, timeouts, unparseable or invalid replies) are retried with exponential backoff,
-then the same number of times with the fallback model, then raised as :class:`LLMCallError`.
+
+Failure policy (tenacity):
+- Each HTTP call has a *total* deadline (``timeout_s``): connecting, waiting for the answer and reading
+  it, together. A server that trickles a byte at a time or never answers costs at most that long
+  (:class:`DeadlineTransport`); the openai package's timeout alone is per read.
+- Transient failures are retried with exponential backoff, honouring ``Retry-After``: rate limits (429),
+  server errors (5xx), 408/409, timeouts, connection errors, and replies that do not parse or validate.
+- Anything else (400, 401, 403, 404, 422 …) is not retried: the same request would fail the same way. The
+  fallback model, if any, gets its own attempts; then :class:`LLMCallError` is raised.
+- When every attempt failed for transient reasons the error is :class:`ProviderUnavailableError`, so a
+  caller working through a batch can stop calling a provider that is down (see the extraction stage).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from dreaming_dagster.llm.parsing import LLMOutputError, extract_json_object
 
+try:  # openai ≥ 3 speaks httpx2 (the same API as httpx under another name); older releases httpx
+    import httpx2 as http
+except ImportError:  # pragma: no cover - depends on the installed openai release
+    import httpx as http
+
 logger = logging.getLogger(__name__)
 ModelT = TypeVar("ModelT", bound=BaseModel)
+ResultT = TypeVar("ResultT")
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+MAX_RETRY_AFTER_SECONDS = 120.0
 
 
 class LLMCallError(RuntimeError):
     """Every attempt, with every model, failed; the message says why the last one did."""
+
+
+class ProviderUnavailableError(LLMCallError):
+    """Every attempt failed for a transient reason (timeouts, connection errors, 429, 5xx): the provider
+    looks down, rather than this one request being bad."""
+
+
+class CallSkippedError(RuntimeError):
+    """Not attempted: the provider was found unavailable earlier in the same batch."""
+
+
+# ------------------------------------------------------------------------------------- total deadline
+class DeadlineTransport(http.BaseTransport):
+    """Wraps a transport so each request, body included, ends within ``deadline_s``.
+
+    Every phase before the answer (connect, write, wait for headers) is bounded by the time left; while
+    the body is read, a timer shuts the socket down at the deadline, which wakes a blocked read.
+    """
+
+    def __init__(self, deadline_s: float, inner: http.BaseTransport | None = None):
+        self.deadline_s, self.inner = deadline_s, inner or http.HTTPTransport()
+
+    def handle_request(self, request):
+        deadline = time.monotonic() + self.deadline_s
+        phases = dict(request.extensions.get("timeout") or {})
+        request.extensions["timeout"] = {phase: min(phases.get(phase) or self.deadline_s, self.deadline_s)
+                                         for phase in ("connect", "read", "write", "pool")}
+        response = self.inner.handle_request(request)
+        return http.Response(status_code=response.status_code, headers=response.headers,
+                             stream=_DeadlineStream(response, request, deadline, self.deadline_s),
+                             extensions=response.extensions)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _DeadlineStream(http.SyncByteStream):
+    def __init__(self, response, request, deadline: float, deadline_s: float):
+        self.response, self.request, self.deadline, self.deadline_s = response, request, deadline, deadline_s
+        self.expired = False
+
+    def _expire(self) -> None:
+        self.expired = True
+        stream = self.response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: the read has ended anyway
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _timeout(self):
+        return http.ReadTimeout(f"no complete answer within the {self.deadline_s:g} s deadline", request=self.request)
+
+    def __iter__(self):
+        timer = threading.Timer(max(self.deadline - time.monotonic(), 0.0), self._expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            for chunk in self.response.stream:
+                if self.expired or time.monotonic() > self.deadline:
+                    raise self._timeout()
+                yield chunk
+        except http.TransportError:
+            if self.expired:
+                raise self._timeout() from None
+            raise
+        finally:
+            timer.cancel()
+
+    def close(self) -> None:
+        self.response.close()
+
+
+# ------------------------------------------------------------------------------------------ retry policy
+def is_transient(error: BaseException) -> bool:
+    """Worth another attempt with the same model: the same request may well succeed."""
+    import openai
+
+    if isinstance(error, LLMOutputError | ValidationError | openai.APIConnectionError):
+        return True  # unparseable output; timeouts and connection errors (APITimeoutError included)
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
+    return False
+
+
+def _provider_side(error: BaseException) -> bool:
+    """A failure of the provider rather than of this request's answer."""
+    return is_transient(error) and not isinstance(error, LLMOutputError | ValidationError)
+
+
+def retry_after_seconds(error: BaseException | None) -> float | None:
+    """The wait a 429/503 asks for (``Retry-After``: seconds or an HTTP date; ``retry-after-ms``)."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    if headers.get("retry-after-ms"):
+        try:
+            return max(float(headers["retry-after-ms"]) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 class JSONChatClient:
@@ -33,10 +167,12 @@ class JSONChatClient:
 
         self.model, self.fallback_model = model, fallback_model
         self.temperature, self.max_tokens = temperature, max_tokens
-        self.attempts_per_model, self.backoff_s = attempts_per_model, backoff_s
-        # Retries are ours (with the fallback model in the loop), so the client's are off.
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s,
-                                     max_retries=0)
+        self.attempts_per_model, self.backoff_s, self.timeout_s = attempts_per_model, backoff_s, timeout_s
+        # Retries are ours (tenacity, with the fallback model after them), so the SDK's are off; the
+        # transport enforces the total deadline per call.
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0,
+            http_client=http.Client(transport=DeadlineTransport(timeout_s), timeout=timeout_s))
         self._json_schema_supported = True
         self._lock = threading.Lock()
         self.calls_by_model: dict[str, int] = {}
@@ -60,21 +196,64 @@ class JSONChatClient:
                     self._json_schema_supported = False
         return self._client.chat.completions.create(**common, response_format={"type": "json_object"})
 
+    def _wait(self, state: RetryCallState) -> float:
+        """Retry-After when the server names a wait (capped), else exponential backoff."""
+        asked = retry_after_seconds(state.outcome.exception() if state.outcome else None)
+        if asked is not None:
+            return min(asked, MAX_RETRY_AFTER_SECONDS)
+        return self.backoff_s * 2 ** (state.attempt_number - 1)
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        logger.info("LLM call attempt %d failed (%s: %s); retrying", state.attempt_number,
+                    type(error).__name__, str(error)[:200])
+
+    def _ask_model(self, model: str, messages: list[dict], answer_model: type[ModelT], schema_name: str,
+                   schema: dict) -> ModelT:
+        def attempt() -> ModelT:
+            response = self._create(model, messages, schema_name, schema)
+            content = response.choices[0].message.content or ""
+            return answer_model.model_validate(extract_json_object(content))
+
+        retrying = Retrying(stop=stop_after_attempt(self.attempts_per_model), wait=self._wait,
+                            retry=retry_if_exception(is_transient), before_sleep=self._log_retry, reraise=True)
+        return retrying(attempt)
+
     def ask(self, messages: list[dict], answer_model: type[ModelT], schema_name: str, schema: dict) -> ModelT:
-        last_error: Exception | None = None
+        errors: list[BaseException] = []
         models = [self.model] + ([self.fallback_model] if self.fallback_model else [])
         for model in models:
-            for attempt in range(self.attempts_per_model):
-                try:
-                    response = self._create(model, messages, schema_name, schema)
-                    content = response.choices[0].message.content or ""
-                    return answer_model.model_validate(extract_json_object(content))
-                except (LLMOutputError, ValidationError) as exc:
-                    last_error = exc
-                except Exception as exc:  # the openai package's HTTP, timeout and connection errors
-                    last_error = exc
-                logger.info("LLM call %s attempt %d failed: %s", model, attempt + 1, last_error)
-                if attempt + 1 < self.attempts_per_model:
-                    time.sleep(self.backoff_s * 2**attempt)
-        raise LLMCallError(f"{len(models)} model(s) × {self.attempts_per_model} attempts failed; last: "
-                           f"{type(last_error).__name__}: {str(last_error)[:300]}")
+            try:
+                return self._ask_model(model, messages, answer_model, schema_name, schema)
+            except Exception as exc:  # the last attempt's error; the next model gets its own attempts
+                logger.info("LLM model %s failed: %s: %s", model, type(exc).__name__, str(exc)[:200])
+                errors.append(exc)
+        last = errors[-1]
+        error_type = ProviderUnavailableError if all(_provider_side(e) for e in errors) else LLMCallError
+        raise error_type(f"{len(models)} model(s) × up to {self.attempts_per_model} attempts failed; last: "
+                         f"{type(last).__name__}: {str(last)[:300]}") from last
+
+
+def call_each(call: Callable[..., ResultT], items: Sequence[tuple], max_in_flight: int) -> list[ResultT | Exception]:
+    """``call(*item)`` for every item, ``max_in_flight`` at a time; one result or error per item, in order.
+
+    One item's failure never blocks the others. But once a call fails with
+    :class:`ProviderUnavailableError` the provider is down, and the items not yet started are not sent
+    (each gets :class:`CallSkippedError`): a batch during an outage costs one call's retries, not a
+    hundred's, and the caller keeps those items' attempts for later.
+    """
+    outage = threading.Event()
+
+    def run(item: tuple) -> ResultT | Exception:
+        if outage.is_set():
+            return CallSkippedError("not sent: the provider was unavailable earlier in this batch")
+        try:
+            return call(*item)
+        except ProviderUnavailableError as exc:
+            outage.set()
+            return exc
+        except Exception as exc:  # kept per item
+            return exc
+
+    with ThreadPoolExecutor(max_workers=max_in_flight) as pool:
+        return list(pool.map(run, items))

@@ -2,7 +2,8 @@
 
 Models wrap JSON in reasoning blocks (``<think>…</think>``), prose ("Here is the JSON:"), markdown
 fences, and sometimes put raw newlines or tabs inside strings. We take the outermost JSON object that
-parses and leave validation to pydantic. Truncated JSON is an error, never guessed at.
+parses, clean what Postgres cannot store (NUL, lone surrogates) and leave validation to pydantic.
+Truncated JSON is an error, never guessed at.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from dreaming_dagster.storage.storable import clean_json
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _UNCLOSED_THINK = re.compile(r"<think>.*", re.DOTALL | re.IGNORECASE)
@@ -62,7 +65,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):
-            return value
+            # A model's stray NUL or lone surrogate must not fail the database write of a whole batch.
+            return clean_json(value)
     if "{" in cleaned:
         raise LLMOutputError("reply has an opening '{' but no complete JSON object (truncated?)")
     raise LLMOutputError("reply contains no JSON object")

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dreaming_dagster.retrieval.recall import RecallResult
+    from dreaming_dagster.retrieval.recaller import RecallResult
 
 
 def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,

@@ -7,7 +7,8 @@ the two to 1e-6) and so the definitions read in one place. Every signal is in [0
 - ``cos``: cosine similarity of the query and the pair — the better of the pair's two vectors (its user
   turn and its assistant turn, migration 0009) — clamped at 0;
 - ``rec_lin``: the pair's time, min–max scaled inside the pool (1 when the pool spans no time);
-- ``rec_exp``: 0.5 ** (age_days / 14), age measured from the reference time (as_of or now), never negative;
+- ``rec_exp``: 0.5 ** (age_days / 14), age measured from the reference time (as_of or now), never negative,
+  the exponent capped at 1,000 half-lives (older pairs are ~0 and would underflow float8);
 - ``subj_freq``: the sum of link counts of the pair's live subjects (links to pairs before as_of), divided
   by the pool's maximum (0 when no candidate has subjects);
 - ``subj_sem``: the highest cosine between the query and one of the pair's subjects (0 without subjects);
@@ -39,6 +40,8 @@ SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj
 V2_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:7]
 V1_SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "subj_freq")
 REC_EXP_HALF_LIFE_DAYS = 14.0
+# rec_exp stops at 0.5^1000 (~1e-301, a pair ~38 years old): Postgres float8 underflows past ~0.5^1074.
+REC_EXP_MAX_HALF_LIVES = 1000.0
 BM25_K1 = 1.2
 BM25_B = 0.75
 # With no trained model the ranking is pure cosine, so recall works from the first stored pair.
@@ -127,7 +130,7 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
         signals[p.pair_id] = {
             "cos": min(max(pair_similarity(query, p), 0.0), 1.0),
             "rec_lin": 1.0 if hi == lo else (epochs[p.pair_id] - lo) / (hi - lo),
-            "rec_exp": 0.5 ** (age_days / REC_EXP_HALF_LIFE_DAYS),
+            "rec_exp": 0.5 ** min(age_days / REC_EXP_HALF_LIFE_DAYS, REC_EXP_MAX_HALF_LIVES),
             "subj_freq": links[p.pair_id] / max_links if max_links else 0.0,
             "subj_sem": min(max(max(subject_sims), 0.0), 1.0) if subject_sims else 0.0,
             "sess": 1.0 if session_id is not None and p.session_id == session_id else 0.0,

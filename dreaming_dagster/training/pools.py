@@ -19,7 +19,7 @@ import pandas as pd
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY
-from dreaming_dagster.retrieval.recall import composite_rows, open_recall_connection
+from dreaming_dagster.retrieval.recaller import composite_rows, open_recall_connection
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.training.longmemeval import BenchmarkQuestion

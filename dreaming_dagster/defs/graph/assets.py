@@ -7,9 +7,11 @@ from dreaming_dagster.defs.graph.checks import (
     DUPLICATE_CHECK,
     MEGA_NODE_CHECK,
     ORPHAN_CHECK,
+    PARKED_PAIRS_CHECK,
     duplicate_subjects_check,
     mega_node_check,
     orphan_pairs_check,
+    parked_pairs_check,
 )
 from dreaming_dagster.defs.memory.assets import memory_pairs
 from dreaming_dagster.defs.memory.partitions import users_partitions
@@ -52,10 +54,14 @@ def _metadata(stats: dict, seconds: float, **extra) -> dict:
     group_name="dreaming",
     kinds={"postgres", "openai"},
     pool="llm",
+    check_specs=[dg.AssetCheckSpec(PARKED_PAIRS_CHECK, asset="pair_subjects",
+                                   description="No pair has failed extraction on every attempt (parked pairs "
+                                   "are retried after a cool-down; `dreaming retry-failed` retries them now).")],
     description=(
         "Stage 2: a one-sentence summary and 0–5 durable subjects per memory pair, from the configured LLM "
         "(structured JSON) or the offline YAKE extractor. A pair whose extraction fails keeps attempts and "
-        "last_error and is retried on later runs without blocking others."
+        "last_error and is retried on later runs without blocking others; after its last attempt it is "
+        "parked and retried once per cool-down."
     ),
 )
 def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
@@ -70,9 +76,12 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
         database, extractor, context.partition_key, kg))
     if totals.get("failures"):
         context.log.warning(f"{totals['failures']} pair(s) failed extraction: {totals.get('last_error')}")
+    parked = parked_pairs_check(database, context.partition_key)
     return dg.MaterializeResult(metadata=_metadata(
         totals, seconds, provider=extractor.provider, rebuilt=config.rebuild,
-        pairs_per_second=round(totals.get("pairs", 0) / seconds, 1) if seconds else 0.0))
+        parked_pairs=parked.metadata["parked_pairs"].value,
+        pairs_per_second=round(totals.get("pairs", 0) / seconds, 1) if seconds else 0.0),
+        check_results=[parked])
 
 
 @dg.asset(

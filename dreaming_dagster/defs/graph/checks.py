@@ -2,9 +2,11 @@
 
 import dagster as dg
 
+from dreaming_dagster.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 
+PARKED_PAIRS_CHECK = "no_parked_pairs"
 MEGA_NODE_CHECK = "no_mega_node"
 ORPHAN_CHECK = "no_orphan_pairs"
 DUPLICATE_CHECK = "no_duplicate_subjects"
@@ -38,3 +40,17 @@ def duplicate_subjects_check(database: Database, user_id: str) -> dg.AssetCheckR
         check_name=DUPLICATE_CHECK, asset_key="subjects", passed=not duplicates,
         metadata={"duplicated_names": len(duplicates),
                   "examples": ", ".join(f"{d['name']} ×{d['copies']}" for d in duplicates[:5])})
+
+
+def parked_pairs_check(database: Database, user_id: str) -> dg.AssetCheckResult:
+    """Pairs whose extraction failed every attempt (a provider outage, or a pair the model cannot answer):
+    a warning, not an error — they are retried after the cool-down, or now with `dreaming retry-failed`."""
+    with database.connect(vectors=False) as conn:
+        row = conn.execute(load_sql("checks/failed_extractions"),
+                           {"user_id": user_id, **extraction_retry_params()}).fetchone()
+    return dg.AssetCheckResult(
+        check_name=PARKED_PAIRS_CHECK, asset_key="pair_subjects", passed=row["parked"] == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"parked_pairs": row["parked"], "last_error": (row["last_error"] or "")[:500],
+                  "next_retry_at": str(row["next_retry_at"] or "–"),
+                  "retry_now": f"dreaming retry-failed --user {user_id}"})

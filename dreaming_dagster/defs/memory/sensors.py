@@ -6,8 +6,7 @@ import psycopg
 from dreaming_dagster.defs.memory.jobs import dreaming_job
 from dreaming_dagster.defs.memory.partitions import add_new_users
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
-from dreaming_dagster.graph.stages import MAX_EXTRACTION_ATTEMPTS
-from dreaming_dagster.pending_work import pending_work_run_key
+from dreaming_dagster.pending_work import extraction_retry_params, pending_work_run_key
 from dreaming_dagster.sql import load_sql
 
 
@@ -23,7 +22,7 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
             rows = conn.execute(load_sql("memory_pairs/users_with_pending_work"),
-                                {"max_attempts": MAX_EXTRACTION_ATTEMPTS}).fetchall()
+                                extraction_retry_params()).fetchall()
     except psycopg.errors.UndefinedTable:
         return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:

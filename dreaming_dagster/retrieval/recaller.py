@@ -26,7 +26,13 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
 from dreaming_dagster.embeddings import Embedder
-from dreaming_dagster.ingest.records import InvalidInputError, parse_timestamp, validate_identifier
+from dreaming_dagster.ingest.records import (
+    MAX_SESSION_ID_CHARS,
+    InvalidInputError,
+    checked_text,
+    parse_timestamp,
+    validate_identifier,
+)
 from dreaming_dagster.retrieval.features import QUESTION_TYPES, build_features
 from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.question_type import QuestionTypeClassifier, shipped_classifier
@@ -41,9 +47,13 @@ from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES
 from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.storable import clean_text
 
 logger = logging.getLogger(__name__)
 MAX_K = 200
+# A question, not a document: the encoder reads ~256 word pieces, and the lexical side one posting list
+# per distinct word, so a longer "query" only costs time.
+MAX_QUERY_CHARS = 10_000
 # Defaults are the settings' (DREAMING_RECALL_*), stated once there.
 _SETTINGS = DreamingSettings.model_fields
 DEFAULT_POOL_SIZE: int = _SETTINGS["recall_pool_size"].default
@@ -132,16 +142,14 @@ def validate_request(user_id: object, query: object, k: object = 10, session_id:
     """Check every argument; errors name the field (:class:`InvalidInputError`)."""
     user_id = validate_identifier(user_id, "user_id")
     kg_id = validate_identifier(kg_id, "kg_id")
-    if not isinstance(query, str):
-        raise InvalidInputError("query", f"must be a string, got {type(query).__name__}")
-    if not query.strip():
-        raise InvalidInputError("query", "is empty; ask something")
+    query = checked_text(query, "query", max_chars=MAX_QUERY_CHARS, if_blank="is empty; ask something")
     if isinstance(k, bool) or not isinstance(k, int):
         raise InvalidInputError("k", f"must be an integer, got {type(k).__name__}")
     if not 1 <= k <= MAX_K:
         raise InvalidInputError("k", f"must be between 1 and {MAX_K}, got {k}")
-    if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
-        raise InvalidInputError("session_id", "must be a non-empty string or None")
+    if session_id is not None:
+        checked_text(session_id, "session_id", max_chars=MAX_SESSION_ID_CHARS,
+                     if_blank="must be a non-empty string or None")
     parsed_as_of = None if as_of is None else parse_timestamp(as_of, "as_of")
     return RecallRequest(user_id=user_id, kg_id=kg_id, query=query.strip(), k=k, session_id=session_id,
                          as_of=parsed_as_of)
@@ -175,8 +183,8 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
     """The composite statement's parameters (also what EXPLAIN in tests and benchmarks binds)."""
     return {
         "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
-        # Postgres text cannot hold NUL; the lexical side reads the query without them.
-        "query_text": query_text.replace("\x00", " "), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
+        # recall() rejects what Postgres text cannot hold; training's dataset questions are cleaned here.
+        "query_text": clean_text(query_text), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
         "lexical_postings_budget": lexical_pruning.budget, "lexical_postings_per_word": lexical_pruning.per_word,
         "lexical_rescore": lexical_pruning.rescore, "bm25_k1": BM25_K1, "bm25_b": BM25_B,
         "row_limit": row_limit or pool_size + lexical_pool_size, "as_of": as_of,
