@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability clean-data
+.PHONY: install browser demo test screenshots lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability clean-data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ demo: install
 
 test: install browser lint
 	$(BIN)/pytest
+
+# Refresh the committed UI screenshots in docs/img (the test suite writes its own to a temporary folder).
+screenshots: install browser
+	DREAMING_SCREENSHOT_DIR=docs/img $(BIN)/pytest tests/test_ui.py
 
 lint: install
 	$(BIN)/ruff check .

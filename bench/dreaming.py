@@ -15,43 +15,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from common import ORACLE, ROOT, machine, percentile  # first: puts the project on the import path
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from dreaming_dagster.extraction.providers import OfflineExtractor  # noqa: E402
-from dreaming_dagster.graph import stages  # noqa: E402
-from dreaming_dagster.graph.sync import sync_user  # noqa: E402
-from dreaming_dagster.ingest.readers import (  # noqa: E402
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.graph import stages
+from dreaming_dagster.graph.sync import sync_user
+from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
     longmemeval_session_records,
 )
-from dreaming_dagster.ingest.save import save_pairs  # noqa: E402
-from dreaming_dagster.refinement import OfflineRefiner  # noqa: E402
-from dreaming_dagster.sql import load_sql  # noqa: E402
-from dreaming_dagster.storage import embedded  # noqa: E402
-from dreaming_dagster.storage.database import Database  # noqa: E402
-
-ORACLE = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.refinement import OfflineRefiner
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
 
 
 def main() -> None:
@@ -129,7 +117,7 @@ def main() -> None:
         "benchmark": "dreaming",
         "command": "make bench-dreaming  (.venv/bin/python bench/dreaming.py)",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine(),
         "providers": {"extraction": extractor.provider, "refinement": refiner.provider,
                       "embedding": str(embedder.spec)},
         "throughput": {"pairs": args.throughput_pairs, "runs_s": [round(s, 2) for s in throughput_runs],

@@ -19,26 +19,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import platform
 import statistics
-import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
+from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dreaming_dagster.demo import default_dataset_path  # noqa: E402
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm  # noqa: E402
-from dreaming_dagster.ingest.readers import longmemeval_session_records  # noqa: E402
-from dreaming_dagster.ingest.records import Rejection, parse_pair  # noqa: E402
-from dreaming_dagster.training.longmemeval import file_sha256, iter_questions  # noqa: E402
-from dreaming_dagster.training.metrics import question_metrics  # noqa: E402
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm
+from dreaming_dagster.ingest.readers import longmemeval_session_records
+from dreaming_dagster.ingest.records import Rejection, parse_pair
+from dreaming_dagster.training.longmemeval import file_sha256, iter_questions
+from dreaming_dagster.training.metrics import question_metrics
 
 POOL = 50
 CACHE = ROOT / ".dreaming" / "cache"
@@ -57,7 +50,7 @@ def cached_embeddings(name: str, texts: list[str], embedder: LocalMiniLMEmbedder
 
 
 def main() -> None:
-    dataset = default_dataset_path()
+    dataset = ORACLE
     started = time.perf_counter()
     pairs: dict[str, tuple[str, str]] = {}  # content hash → (user, assistant), in first-seen order
     questions = []
@@ -127,8 +120,7 @@ def main() -> None:
                       for metric in ("recall@10", "ndcg@10", "mrr", "needle_hit", "pool_recall")}
                for name, rows in per_scheme.items()}
     results = {"command": "bench/encoder_coverage.py", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                           "python": platform.python_version()},
+               "machine": machine(),
                "dataset": dataset.name, "sha256": file_sha256(dataset), "distinct_pairs": len(hashes),
                "answerable_questions": len(answerable), "window_pieces": window,
                "coverage": coverage_summary, "cosine_ranking": ranking,

@@ -14,35 +14,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from dreaming_dagster.ingest.embedding import embed_pending_pairs  # noqa: E402
-from dreaming_dagster.ingest.readers import (  # noqa: E402
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.ingest.embedding import embed_pending_pairs
+from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
     longmemeval_session_records,
 )
-from dreaming_dagster.ingest.save import save_pairs  # noqa: E402
-from dreaming_dagster.storage import embedded  # noqa: E402
-from dreaming_dagster.storage.database import Database  # noqa: E402
-from dreaming_dagster.tokens import count_tokens  # noqa: E402
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.tokens import count_tokens
 
-ORACLE = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
 CHUNK = 256
 
 
@@ -117,7 +111,7 @@ def main() -> None:
         "benchmark": "ingest",
         "command": "make bench-ingest  (.venv/bin/python bench/ingest.py)",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine(),
         "dataset": str(args.dataset.name),
         "pairs": len(pairs),
         "tokens_per_pair_mean": round(statistics.mean(tokens), 1),

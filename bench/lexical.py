@@ -16,10 +16,7 @@ quality at this size. Results: bench/results/lexical.json.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -27,24 +24,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dreaming_dagster.demo import default_dataset_path  # noqa: E402
-from dreaming_dagster.embeddings import EmbeddingSpec  # noqa: E402
-from dreaming_dagster.ingest.readers import longmemeval_session_records  # noqa: E402
-from dreaming_dagster.ingest.records import Rejection, parse_pair  # noqa: E402
-from dreaming_dagster.ingest.save import save_validated_pairs  # noqa: E402
-from dreaming_dagster.retrieval.ranker import SignalWeights  # noqa: E402
-from dreaming_dagster.retrieval.recaller import DEFAULT_LEXICAL_PRUNING, LexicalPruning, composite_rows  # noqa: E402
-from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, bm25  # noqa: E402
-from dreaming_dagster.sql import load_sql  # noqa: E402
-from dreaming_dagster.storage import embedded  # noqa: E402
-from dreaming_dagster.storage.database import Database  # noqa: E402
-from dreaming_dagster.training.longmemeval import file_sha256, iter_questions  # noqa: E402
-from dreaming_dagster.training.metrics import question_metrics  # noqa: E402
+from dreaming_dagster.embeddings import EmbeddingSpec
+from dreaming_dagster.ingest.readers import longmemeval_session_records
+from dreaming_dagster.ingest.records import Rejection, parse_pair
+from dreaming_dagster.ingest.save import save_validated_pairs
+from dreaming_dagster.retrieval.ranker import SignalWeights
+from dreaming_dagster.retrieval.recaller import DEFAULT_LEXICAL_PRUNING, LexicalPruning, composite_rows
+from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, bm25
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.training.longmemeval import file_sha256, iter_questions
+from dreaming_dagster.training.metrics import question_metrics
 
 USER = "lexical"
 K = 50
@@ -89,7 +83,7 @@ def bm25_ranker(conn, k1: float = 1.2, b: float = 0.75):
 
 
 def main() -> None:
-    dataset = default_dataset_path()
+    dataset = ORACLE
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dd-lex-") as tmp:
         database = Database(embedded.scratch_database_url(embedded.embedded_url(Path(tmp) / "pgdata", "postgres"), "lex"))
@@ -140,7 +134,7 @@ def main() -> None:
                    "p50_ms": round(statistics.median(timings[name]), 2)}
                for name, rows in per_method.items()}
     results = {"command": "bench/lexical.py", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+               "machine": machine(),
                "dataset": dataset.name, "sha256": file_sha256(dataset), "pairs": saved.inserted,
                "answerable_questions": len(answerable), "load_seconds": round(load_s, 1),
                "note": "pool_recall is the share of relevant pairs in the method's top 50; tsvectors precomputed with a "

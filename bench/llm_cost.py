@@ -11,18 +11,13 @@ bench/results/llm_cost.json.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import ROOT, machine  # first: puts the project on the import path
 
-from dreaming_dagster.prompts import load_prompt  # noqa: E402
-from dreaming_dagster.settings import DreamingSettings  # noqa: E402
-from dreaming_dagster.tokens import count_tokens  # noqa: E402
+from dreaming_dagster.prompts import load_prompt
+from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.tokens import count_tokens
 
 # Not measurable offline: what a chat model typically writes back (bounded by the clients' max_tokens).
 ASSUMED = {"extraction_output_tokens": 150, "refinement_input_description_tokens": 250,
@@ -47,7 +42,7 @@ def main() -> None:
                   + pairs * refinements_per_pair * ASSUMED["refinement_output_tokens"]
                   + passes * ASSUMED["consolidation_output_tokens"])
     results = {"command": "bench/llm_cost.py", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+               "machine": machine(),
                "measured": {"prompt_tokens": prompts, "pair_tokens_mean": pair_tokens,
                             "refinements_per_pair": round(refinements_per_pair, 3),
                             "consolidation_passes_per_1000_pairs": round(passes, 2)},

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -21,16 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dreaming_dagster.defs.ranker import assets as ranker_assets  # noqa: E402
-from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource  # noqa: E402
-from dreaming_dagster.demo import default_dataset_path  # noqa: E402
-from dreaming_dagster.storage import embedded  # noqa: E402
-from dreaming_dagster.training.longmemeval import file_sha256  # noqa: E402
-from dreaming_dagster.training.workspace import RankerWorkspace  # noqa: E402
+from dreaming_dagster.defs.ranker import assets as ranker_assets
+from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.training.longmemeval import file_sha256
+from dreaming_dagster.training.workspace import RankerWorkspace
 
 ASSETS = ["longmemeval_memory", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 
@@ -59,7 +55,7 @@ def main() -> None:
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    dataset = (args.dataset or default_dataset_path()).resolve()
+    dataset = (args.dataset or ORACLE).resolve()
     split = dataset.stem.replace("longmemeval_", "")
     run_config = {"ops": {
         "longmemeval_memory": {"config": {"dataset_path": str(dataset), "mode": args.mode,
@@ -92,7 +88,7 @@ def main() -> None:
     command = "bench/longmemeval.py " + " ".join(sys.argv[1:])
     results = {
         "command": command, "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine(),
         "dataset": dataset.name, "sha256": file_sha256(dataset), "mode": args.mode,
         "embedding_model": memory["embedding_model"], "extraction_provider": memory["extraction_provider"],
         "config": run_config["ops"], "asset_seconds": seconds, "total_seconds": total,

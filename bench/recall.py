@@ -27,61 +27,49 @@ question-type prediction and a real MiniLM query embedding. Results: bench/resul
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
-import platform
 import random
 import statistics
 import sys
 import tempfile
 import time
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import psycopg
 import torch
+from common import ORACLE, ROOT, machine, percentile  # first: puts the project on the import path
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dreaming_dagster.demo import default_dataset_path  # noqa: E402
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from dreaming_dagster.ingest.readers import longmemeval_session_records  # noqa: E402
-from dreaming_dagster.ingest.records import Rejection, parse_pair  # noqa: E402
-from dreaming_dagster.retrieval.features import UserProfile, build_features  # noqa: E402
-from dreaming_dagster.retrieval.profiles import read_profile, refresh_profile  # noqa: E402
-from dreaming_dagster.retrieval.question_type import shipped_classifier  # noqa: E402
-from dreaming_dagster.retrieval.ranker import (  # noqa: E402
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.ingest.readers import longmemeval_session_records
+from dreaming_dagster.ingest.records import Rejection, parse_pair
+from dreaming_dagster.retrieval.features import UserProfile, build_features
+from dreaming_dagster.retrieval.profiles import read_profile, refresh_profile
+from dreaming_dagster.retrieval.question_type import shipped_classifier
+from dreaming_dagster.retrieval.ranker import (
     CompositeRanker,
     SignalWeights,
     load_ranker,
     predict_weights,
     save_ranker,
 )
-from dreaming_dagster.retrieval.recaller import (  # noqa: E402
+from dreaming_dagster.retrieval.recaller import (
     DEFAULT_LEXICAL_PRUNING,
     EXHAUSTIVE_LEXICAL_PRUNING,
     LexicalPruning,
     composite_parameters,
     composite_rows,
 )
-from dreaming_dagster.settings import DreamingSettings  # noqa: E402
-from dreaming_dagster.sql import load_sql  # noqa: E402
-from dreaming_dagster.storage import embedded  # noqa: E402
-from dreaming_dagster.storage.database import Database  # noqa: E402
-from dreaming_dagster.training.longmemeval import iter_questions  # noqa: E402
-
-DIMENSION = 384
-START = datetime(2023, 1, 1, tzinfo=UTC)
-PAIR_TYPES = ["uuid", "text", "text", "text", "int4", "text", "text", "timestamptz", "int4", "text", "vector",
-              "vector", "timestamptz", "timestamptz", "timestamptz"]
-
+from dreaming_dagster.retrieval.synthetic import DIMENSION, load_user, queries_around
+from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.training.longmemeval import iter_questions
 
 # Lexical pruning rules timed side by side (hybrid / composite) and scored against the exact BM25 top-K.
 PRUNING_RULES = {
@@ -90,40 +78,6 @@ PRUNING_RULES = {
     "1,000 per word (the previous default)": LexicalPruning(budget=0, per_word=1000, rescore=1),
     "every posting": EXHAUSTIVE_LEXICAL_PRUNING,
 }
-
-
-def unit(rows: np.ndarray) -> np.ndarray:
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
-
-
-def topic_weights(clusters: int) -> np.ndarray:
-    weights = 1.0 / np.arange(1, clusters + 1) ** 0.8  # a few topics dominate, as in real chat history
-    return weights / weights.sum()
-
-
-def topic_centres(rng, clusters: int) -> np.ndarray:
-    """Topic centres with the geometry of real sentence embeddings rather than of random vectors: a
-    component every text shares, one of 20 broad themes, and the topic's own direction (cosine between
-    unrelated topics ~0.25, between topics of one theme ~0.55). Purely random centres would be mutually
-    orthogonal, a worst case for HNSW that real embeddings never present. The shared component and the
-    themes are fixed, so every user lives in the same space."""
-    space = np.random.default_rng(1234)
-    shared = unit(space.normal(size=(1, DIMENSION)))
-    themes = unit(space.normal(size=(20, DIMENSION)))
-    own = unit(rng.normal(size=(clusters, DIMENSION)))
-    theme_of = rng.integers(0, len(themes), size=clusters)
-    return unit(np.sqrt(0.25) * shared + np.sqrt(0.30) * themes[theme_of] + np.sqrt(0.45) * own)
-
-
-def around(rng, centres: np.ndarray, spread: float) -> np.ndarray:
-    """Unit vectors near ``centres`` (one per row). The variation lies mostly in a fixed 48-d subspace,
-    plus a little isotropic noise: real sentence embeddings have a low intrinsic dimension, and isotropic
-    384-d noise (the other choice) is a worst case no embedding model produces. ``spread`` 1.0 gives a
-    cosine of ~0.65 to the centre."""
-    basis = unit(np.random.default_rng(4321).normal(size=(48, DIMENSION)))
-    low_rank = rng.normal(size=(len(centres), 48)) @ basis * (1.1 / np.sqrt(48))
-    isotropic = rng.normal(size=(len(centres), DIMENSION)) * (0.4 / np.sqrt(DIMENSION))
-    return unit(centres + spread * (low_rank + isotropic))
 
 
 def oracle_texts(dataset: Path) -> tuple[list[tuple[str, str]], list[str]]:
@@ -139,71 +93,9 @@ def oracle_texts(dataset: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return list(pairs.values()), questions
 
 
-def load_user(conn, rng, user_id: str, pairs: int, subjects: int, clusters: int, days: int, progress,
-              texts: list[tuple[str, str]] | None = None) -> np.ndarray:
-    """Bulk-load one user's pairs, subjects and links; return the topic centres (for queries). With
-    ``texts``, each pair's messages are one of them drawn at random."""
-    centres = topic_centres(rng, clusters)
-    weights = topic_weights(clusters)
-    pair_topic = rng.choice(clusters, size=pairs, p=weights)
-    occurred_seconds = np.sort(rng.uniform(0, days * 86400, size=pairs))
-    pair_ids = [uuid.UUID(bytes=rng.bytes(16), version=4) for _ in range(pairs)]
-    now = datetime.now(UTC)
-    with conn.cursor() as cursor, cursor.copy(load_sql("bench/copy_pairs")) as copy:
-        copy.set_types(PAIR_TYPES)
-        for start in range(0, pairs, 5000):
-            stop = min(start + 5000, pairs)
-            vectors = around(rng, centres[pair_topic[start:stop]], 1.0)
-            # The reply's vector: same topic, its own draw (two turns of one exchange).
-            replies = around(rng, centres[pair_topic[start:stop]], 1.0)
-            for offset, (vector, reply_vector) in enumerate(zip(vectors, replies, strict=True)):
-                i = start + offset
-                user_message, reply = (texts[int(rng.integers(len(texts)))] if texts
-                                       else (f"synthetic user message {i}", "synthetic reply"))
-                copy.write_row([pair_ids[i], user_id, "default", f"{user_id}-s{i // 20}", i % 20,
-                                user_message, reply,
-                                START + timedelta(seconds=float(occurred_seconds[i])), 12,
-                                hashlib.md5(f"{user_id}:{i}".encode()).hexdigest(), vector, reply_vector, now, now, now])
-            progress.update(stop - start)
-    subject_topic = rng.choice(clusters, size=subjects, p=weights)
-    subject_ids = [uuid.UUID(bytes=rng.bytes(16), version=4) for _ in range(subjects)]
-    subject_vectors = around(rng, centres[subject_topic], 0.8)
-    with conn.cursor() as cursor, cursor.copy(load_sql("bench/copy_subjects")) as copy:
-        copy.set_types(["uuid", "text", "text", "text", "text", "text", "vector", "timestamptz", "timestamptz"])
-        for j in range(subjects):
-            copy.write_row([subject_ids[j], user_id, "default", f"{user_id} subject {j}", "", "other",
-                            subject_vectors[j], START, now])
-    by_topic: dict[int, list[int]] = {}
-    for j, topic in enumerate(subject_topic):
-        by_topic.setdefault(int(topic), []).append(j)
-    links = 0
-    with conn.cursor() as cursor, cursor.copy(load_sql("bench/copy_links")) as copy:
-        copy.set_types(["uuid", "uuid", "text", "text"])
-        for i in range(pairs):
-            members = by_topic.get(int(pair_topic[i]))
-            if not members:
-                continue
-            # Zipf inside a topic: its first subjects become hubs linked to many pairs.
-            hub_weights = 1.0 / np.arange(1, len(members) + 1) ** 1.1
-            count = min(len(members), int(rng.integers(1, 4)))
-            for j in rng.choice(members, size=count, replace=False, p=hub_weights / hub_weights.sum()):
-                copy.write_row([subject_ids[j], pair_ids[i], user_id, "default"])
-                links += 1
-    return centres
-
-
-def queries_around(rng, centres: np.ndarray, n: int) -> np.ndarray:
-    topics = rng.choice(len(centres), size=n, p=topic_weights(len(centres)))
-    return around(rng, centres[topics], 1.1)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
 
 def summary(values: list[float]) -> dict:
-    return {"p50_ms": round(statistics.median(values), 3), "p99_ms": round(percentile(values, 99), 3),
+    return {"p50_ms": round(statistics.median(values), 3), "p99_ms": round(percentile(values, 0.99), 3),
             "mean_ms": round(statistics.fmean(values), 3), "n": len(values)}
 
 
@@ -263,15 +155,14 @@ def main() -> None:
     random.seed(args.seed)
     results: dict = {"command": "bench/recall.py " + " ".join(sys.argv[1:]),
                      "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                     "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                                 "python": platform.python_version(), "torch": torch.__version__},
+                     "machine": machine() | {"torch": torch.__version__},
                      "data": {"heavy_user_pairs": args.pairs, "heavy_user_subjects": args.subjects,
                               "topics": args.topics, "light_users": args.light_users,
                               "light_user_pairs": 200, "dimension": DIMENSION,
                               "vectors": "synthetic, clustered (see the docstring)",
                               "texts": "heavy user: LongMemEval oracle pairs drawn at random; queries: oracle "
                                        "questions"}}
-    pair_texts, question_texts = oracle_texts(default_dataset_path())
+    pair_texts, question_texts = oracle_texts(ORACLE)
 
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
         if args.keep:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import signal
 import subprocess
@@ -34,32 +33,29 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor  # noqa: E402
-from dreaming_dagster.extraction.schema import Extraction  # noqa: E402
-from dreaming_dagster.graph import stages  # noqa: E402
-from dreaming_dagster.graph.sync import sync_user  # noqa: E402
-from dreaming_dagster.ingest.readers import (  # noqa: E402
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
+from dreaming_dagster.extraction.schema import Extraction
+from dreaming_dagster.graph import stages
+from dreaming_dagster.graph.sync import sync_user
+from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
     longmemeval_session_records,
     sessions_in_date_order,
 )
-from dreaming_dagster.ingest.save import save_pairs  # noqa: E402
-from dreaming_dagster.llm.client import JSONChatClient, LLMCallError  # noqa: E402
-from dreaming_dagster.refinement import OfflineRefiner  # noqa: E402
-from dreaming_dagster.retrieval.recaller import Recaller  # noqa: E402
-from dreaming_dagster.sql import load_sql  # noqa: E402
-from dreaming_dagster.storage import embedded  # noqa: E402
-from dreaming_dagster.storage.database import Database  # noqa: E402
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.llm.client import JSONChatClient, LLMCallError
+from dreaming_dagster.refinement import OfflineRefiner
+from dreaming_dagster.retrieval.recaller import Recaller
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
 
-ORACLE = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
 # The stages that commit pair by pair (extraction commits a whole batch of 100 at once, so "part of it
 # done" never shows there): the kill lands while a stage is half through the user's pairs.
 KILL_STAGES = ("subjects_merged_at", "kg_stored_at")
@@ -335,7 +331,7 @@ def main() -> None:
 
     results = {"benchmark": "reliability", "command": "make bench-reliability  (.venv/bin/python bench/reliability.py)",
                "date": datetime.now(UTC).isoformat(timespec="seconds"),
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+               "machine": machine(),
                **results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")

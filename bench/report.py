@@ -33,7 +33,7 @@ def section(title: str, result: dict | None, rows: list[tuple[str, str]], note: 
 
 def main() -> None:
     out = ["# Benchmarks", "",
-           "Every figure the README quotes, generated from `bench/results/*.json` by `bench/report.py`; "
+           "Every figure the README and docs quote, generated from `bench/results/*.json` by `bench/report.py`; "
            "`make bench` reruns every benchmark and regenerates this page. Speed is measured here, never in "
            "timed tests; ratios are measured side by side in one run, because this machine is noisy.", ""]
     r = load("ingest")

@@ -14,27 +14,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+from common import ROOT, machine  # first: puts the project on the import path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor  # noqa: E402
-from dreaming_dagster.defs.resources import DreamingDatabaseResource  # noqa: E402
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from dreaming_dagster.pending_work import extraction_retry_params  # noqa: E402
-from dreaming_dagster.sql import load_sql  # noqa: E402
-from dreaming_dagster.storage import embedded  # noqa: E402
-from dreaming_dagster.storage.database import Database  # noqa: E402
+from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor
+from dreaming_dagster.defs.resources import DreamingDatabaseResource
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.pending_work import extraction_retry_params
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
 
 
 def _indexes_in(node: dict) -> set[str]:
@@ -100,7 +95,7 @@ def main() -> None:
         "benchmark": "sensor",
         "command": "make bench-sensor  (.venv/bin/python bench/sensor.py)",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine(),
         "users": args.users, "pairs": total, "users_with_pending_work": users_with_work,
         "generate_s": round(generate_s, 1),
         "query_wall_ms_median": round(statistics.median(wall) * 1000, 2),

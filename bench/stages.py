@@ -15,33 +15,27 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
-import platform
 import pstats
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder  # noqa: E402
-from dreaming_dagster.extraction.providers import OfflineExtractor  # noqa: E402
-from dreaming_dagster.graph.sync import sync_user  # noqa: E402
-from dreaming_dagster.ingest.readers import (  # noqa: E402
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.graph.sync import sync_user
+from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
     longmemeval_session_records,
 )
-from dreaming_dagster.ingest.save import save_pairs  # noqa: E402
-from dreaming_dagster.refinement import OfflineRefiner  # noqa: E402
-from dreaming_dagster.storage import embedded  # noqa: E402
-from dreaming_dagster.storage.database import Database  # noqa: E402
-
-ORACLE = ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.refinement import OfflineRefiner
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
 
 
 def cumulative_seconds(stats: pstats.Stats, path_part: str, function: str) -> float:
@@ -108,7 +102,7 @@ def main() -> None:
         "benchmark": "stages",
         "command": "make bench-stages  (.venv/bin/python bench/stages.py)",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine(),
         "pairs": len(records),
         "offline_extractor": {"runs_s": [round(s, 2) for s in extract_runs],
                               "pairs_per_s": round(len(records) / statistics.median(extract_runs), 1)},

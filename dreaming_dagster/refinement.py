@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 from dreaming_dagster.extraction.normalize import normalize_subject_name
 from dreaming_dagster.graph.merging import description_fragments
 from dreaming_dagster.llm.client import JSONChatClient, call_each
+from dreaming_dagster.llm.schemas import strict_schema
 from dreaming_dagster.prompts import load_prompt
 
 MAX_NAME_WORDS = 5
@@ -67,18 +68,11 @@ class OfflineRefiner:
         return Refinement(name=name, narrative=narrative)
 
     def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
-        results: list[Refinement | Exception] = []
-        for name, description in subjects:
-            try:
-                results.append(self.refine(name, description))
-            except Exception as exc:  # per subject, never the whole batch
-                results.append(exc)
-        return results
+        return call_each(self.refine, subjects, max_in_flight=1)
 
 
 def refinement_schema() -> dict:
-    return {"type": "object", "additionalProperties": False, "required": ["name", "narrative"],
-            "properties": {"name": {"type": "string"}, "narrative": {"type": "string"}}}
+    return strict_schema(Refinement)
 
 
 class OpenAIRefiner:

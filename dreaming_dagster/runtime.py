@@ -27,14 +27,9 @@ def default_embedder() -> Embedder:
 
 @cache
 def default_recaller():
-    from dreaming_dagster.retrieval.recaller import LexicalPruning, Recaller
+    from dreaming_dagster.retrieval.recaller import Recaller
 
-    settings = default_settings()
-    return Recaller(default_database(), default_embedder(), ranker_path=settings.resolved_ranker_path,
-                    pool_size=settings.recall_pool_size, lexical_pool_size=settings.recall_lexical_pool_size,
-                    lexical_pruning=LexicalPruning(budget=settings.recall_lexical_postings_budget,
-                                                   per_word=settings.recall_lexical_postings_per_word),
-                    ef_search=settings.recall_ef_search)
+    return Recaller.from_settings(default_database(), default_embedder(), default_settings())
 
 
 def reset_defaults() -> None:

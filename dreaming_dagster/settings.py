@@ -13,10 +13,11 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EmbeddingProviderName = Literal["local", "openai"]
+ENV_PREFIX = "DREAMING_"
 
 
 class DreamingSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="DREAMING_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     # --- storage -------------------------------------------------------------------------------
     database_url: str | None = Field(
@@ -118,3 +119,8 @@ class DreamingSettings(BaseSettings):
     @property
     def pgdata_dir(self) -> Path:
         return (self.data_dir / "pgdata").resolve()
+
+
+# The declared defaults, without the environment: what a function's default argument may name, so a
+# default is stated once, here (the environment is read only through DreamingSettings()).
+DECLARED_DEFAULTS = DreamingSettings.model_construct()

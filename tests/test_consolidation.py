@@ -272,15 +272,17 @@ def test_decay_is_the_same_whatever_the_pass_schedule(importance, seen_days, gap
 
 def test_the_sensor_fires_once_per_crossing(database, database_url, graph, monkeypatch):
     from dreaming_dagster.defs.consolidation.sensors import token_budget_sensor
-    from dreaming_dagster.defs.resources import DreamingDatabaseResource
+    from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
 
-    resources = {"dreaming_db": DreamingDatabaseResource(database_url=database_url)}
+    # The threshold comes from the policy resource (what the launchpad or code sets), not the environment.
+    monkeypatch.setenv("DREAMING_DREAM_TOKEN_THRESHOLD", "999999999")
+    resources = {"dreaming_db": DreamingDatabaseResource(database_url=database_url),
+                 "dreaming_policy": DreamingPolicyResource(dream_token_threshold=3000)}
     with dg.instance_for_test() as instance:
         def evaluate():
             with dg.build_sensor_context(instance=instance, resources=resources) as context:
                 return token_budget_sensor(context)
 
-        monkeypatch.setenv("DREAMING_DREAM_TOKEN_THRESHOLD", "3000")
         assert isinstance(evaluate(), dg.SkipReason)  # under the threshold
         starts = iter(range(5000, 6000, 100))
         run_concurrently(lambda: save(database, "alice", 10, start=next(starts)), 4)  # crosses it, concurrently
@@ -319,7 +321,12 @@ def test_the_openai_provider_reads_its_directive_file_and_parses_tolerantly(data
 
 def test_the_dream_consolidation_asset_shows_the_diff(database, database_url, graph):
     from dreaming_dagster.defs.consolidation.assets import dream_consolidation
-    from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+    from dreaming_dagster.defs.resources import (
+        DreamingDatabaseResource,
+        DreamingPolicyResource,
+        EmbedderResource,
+        LLMResource,
+    )
 
     subject(database, "alice", "**Avery**", subject_type="person")
 
@@ -328,7 +335,7 @@ def test_the_dream_consolidation_asset_shows_the_diff(database, database_url, gr
             return HashEmbedder()
 
     resources = {"dreaming_db": DreamingDatabaseResource(database_url=database_url), "embedder": Resource(),
-                 "llm": LLMResource(provider="offline")}
+                 "llm": LLMResource(provider="offline"), "dreaming_policy": DreamingPolicyResource()}
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("users", ["alice"])
         result = dg.materialize([dream_consolidation], partition_key="alice", instance=instance, resources=resources)

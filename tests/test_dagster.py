@@ -13,7 +13,12 @@ from dreaming_dagster.definitions import defs as load_defs
 from dreaming_dagster.defs.memory.assets import memory_pairs
 from dreaming_dagster.defs.memory.partitions import users_partitions
 from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor
-from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.defs.resources import (
+    DreamingDatabaseResource,
+    DreamingPolicyResource,
+    EmbedderResource,
+    LLMResource,
+)
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.graph import stages
 from dreaming_dagster.graph.sync import sync_user
@@ -32,6 +37,7 @@ def resources(database_url, openai_stub):
         "embedder": EmbedderResource(provider="openai", model="stub-embed-16", base_url=openai_stub.base_url,
                                      api_key="test", dimensions=16),
         "llm": LLMResource(provider="offline"),
+        "dreaming_policy": DreamingPolicyResource(),
     }
 
 
@@ -50,7 +56,7 @@ def test_definitions_shape():
     assert job.partitions_def.name == "users"
     sensor = definitions.resolve_sensor_def("pending_pairs_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    assert {"dreaming_db", "embedder", "llm"} <= set(definitions.resources)
+    assert {"dreaming_db", "embedder", "llm", "dreaming_policy"} <= set(definitions.resources)
     graph = definitions.resolve_asset_graph()
     stage_keys = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
     for upstream, downstream in zip(stage_keys, stage_keys[1:], strict=False):
@@ -59,7 +65,7 @@ def test_definitions_shape():
         assert node.group_name == "dreaming" and node.partitions_def.name == "users" and node.description
     assert {c.name for c in graph.asset_check_keys} >= {"all_pairs_embedded", "no_duplicate_subjects",
                                                         "no_mega_node", "no_orphan_pairs"}
-    assert definitions.resolve_job_def("rebuild_user_graph") is not None
+    assert definitions.resolve_job_def("rebuild_user_graph").partitions_def.name == "users"
 
 
 def test_materialize_a_user_partition(database_url, resources, database, embedder16):
@@ -158,3 +164,37 @@ def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder
         assert rebuilt.metadata["rebuilt"].value is True
         assert rebuilt.metadata["pairs"].value == 6  # every pair extracted again
         assert stages.graph_stats(database, "alice") == before
+
+
+def test_a_launchpad_merge_threshold_reaches_the_merge_stage_and_the_janitor(database, resources, monkeypatch):
+    """The threshold set on the dreaming_policy resource (launchpad run config here) is the one the
+    subjects asset merges with, whatever the environment says."""
+    from dreaming_dagster.defs.graph.assets import subjects
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+
+    monkeypatch.setenv("DREAMING_MERGE_THRESHOLD", "0.5")  # would merge both; the launchpad must win
+    database.ensure_schema(LocalMiniLMEmbedder.spec)
+    save_pairs("alice", [pair(1), pair(2)], database=database, embedder=LocalMiniLMEmbedder(), embed=False)
+    names = {1: "Lisbon Trip", 2: "Trip To Lisbon"}  # cosine ≈ 0.9 with all-MiniLM-L6-v2
+
+    def extracted() -> None:
+        stages.clear_user_graph(database, "alice", "default")
+        with database.connect() as conn:
+            for turn, name in names.items():
+                conn.execute("UPDATE memory_pairs SET extracted_at = now(), summary = '', extracted_subjects = "
+                             "%s::jsonb WHERE turn_index = %s",
+                             (f'[{{"name": "{name}", "description": "d", "type": "topic"}}]', turn))
+
+    local = {**resources, "embedder": EmbedderResource(provider="local"),
+             "dreaming_policy": DreamingPolicyResource.configure_at_launch()}
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("users", ["alice"])
+        outcomes = {}
+        for threshold in (0.99, 0.75):
+            extracted()
+            run_config = {"resources": {"dreaming_policy": {"config": {"merge_threshold": threshold}}}}
+            result = dg.materialize([subjects], partition_key="alice", instance=instance, resources=local,
+                                    run_config=run_config)
+            metadata = {k: v.value for k, v in result.asset_materializations_for_node("subjects")[0].metadata.items()}
+            outcomes[threshold] = (metadata["threshold"], metadata["created"], metadata["merged"])
+    assert outcomes == {0.99: (0.99, 2, 0), 0.75: (0.75, 1, 1)}

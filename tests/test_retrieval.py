@@ -258,8 +258,8 @@ def indexed_memory(pg_admin_url):
     from pgvector.psycopg import register_vector
     from psycopg.rows import dict_row
 
-    from bench.recall import load_user
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.retrieval.synthetic import load_user
     from dreaming_dagster.sql import load_sql
     from dreaming_dagster.storage import embedded
     from dreaming_dagster.storage.database import Database
@@ -308,9 +308,9 @@ def exact_pool(conn, user_id, query, pool_size=50):
 
 
 def test_the_pool_uses_the_hnsw_index_for_a_large_user(indexed_memory):
-    from bench.recall import queries_around
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
     from dreaming_dagster.retrieval.recaller import Recaller
+    from dreaming_dagster.retrieval.synthetic import queries_around
 
     database, centres = indexed_memory
     query = queries_around(np.random.default_rng(5), centres, 1)[0]
@@ -341,7 +341,7 @@ def test_a_short_hnsw_scan_falls_back_to_the_exact_pool(indexed_memory):
     from pgvector.psycopg import register_vector
     from psycopg.rows import dict_row
 
-    from bench.recall import queries_around
+    from dreaming_dagster.retrieval.synthetic import queries_around
 
     database, centres = indexed_memory
     with psycopg.connect(database.url, autocommit=True, row_factory=dict_row, prepare_threshold=None) as conn:

@@ -111,7 +111,12 @@ def test_relevance_needle_and_answerability_from_the_oracle():
     assert len(by_id) == 500
     answerable = [q for _, q in by_id.values() if q.answerable]
     assert sum(q.abstention for _, q in by_id.values()) == 30 and len(answerable) == 470
-    raw, question = next(v for v in by_id.values() if len(v[1].relevant) >= 2 and len(v[1].session_ids) >= 2)
+    def alternating(raw: dict) -> bool:  # user, assistant, user, … in every session: pairs are turns 2i, 2i+1
+        return all(t["role"] == ("user" if k % 2 == 0 else "assistant") for turns in raw["haystack_sessions"]
+                   for k, t in enumerate(turns))
+
+    raw, question = next(v for v in by_id.values()
+                         if len(v[1].relevant) >= 2 and len(v[1].session_ids) >= 2 and alternating(v[0]))
     # Recompute by hand: pair i of a session is user turn 2i and assistant turn 2i+1, named by the content
     # hash ingestion stores it under.
     by_session: dict[str, list[str]] = {}
@@ -123,13 +128,11 @@ def test_relevance_needle_and_answerability_from_the_oracle():
                                         assistant_message=turns[i + 1]["content"], turn_index=i // 2,
                                         occurred_at=parse_timestamp(dates[session_id])).content_hash)
     expected = {h for hashes in by_session.values() for h in hashes}
-    if all(t["role"] == ("user" if k % 2 == 0 else "assistant") for turns in raw["haystack_sessions"]
-           for k, t in enumerate(turns)):
-        assert question.relevant == expected
-        assert set(question.evidence_sessions) == set(by_session)
-        # The needle is the last relevant pair of the latest evidence session.
-        latest = max(by_session, key=lambda s: (parse_timestamp(dates[s]), s))
-        assert question.evidence_sessions[-1] == latest and question.needle == by_session[latest][-1]
+    assert question.relevant == expected
+    assert set(question.evidence_sessions) == set(by_session)
+    # The needle is the last relevant pair of the latest evidence session.
+    latest = max(by_session, key=lambda s: (parse_timestamp(dates[s]), s))
+    assert question.evidence_sessions[-1] == latest and question.needle == by_session[latest][-1]
     assert question.needle in question.relevant
     assert parse_question(raw) == question
     assert benchmark_user("one-user", "lme", "x") == "lme" and benchmark_user("per-question", "lme", "x") == "lme-x"

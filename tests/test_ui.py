@@ -1,6 +1,7 @@
 """The Dagster UI in a real browser (Playwright driving Debian's Chromium, headless): after demo-style
 data (a dreamed demo user and a small train_ranker_job run), what a person opening `make ui` sees.
-Screenshots go to docs/img/."""
+Screenshots go to a temporary folder; `make screenshots` runs this module with DREAMING_SCREENSHOT_DIR=docs/img
+to refresh the committed ones (a test run never writes into the tree)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ import pytest
 from tests.conftest import PROJECT_ROOT, free_port
 
 BIN = Path(sys.executable).parent
-IMG = PROJECT_ROOT / "docs" / "img"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DREAMING = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
 RANKER = ["longmemeval_memory", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
@@ -32,6 +32,15 @@ if not CHROMIUM:
     if os.environ.get("CI"):
         raise RuntimeError("CI must run the browser test: install Chromium (make browser)")
     pytest.skip("no Chromium here (make browser installs Debian's)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: DREAMING_SCREENSHOT_DIR (make screenshots: docs/img), else a temporary folder."""
+    chosen = os.environ.get("DREAMING_SCREENSHOT_DIR")
+    folder = Path(chosen).resolve() if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _env(data_dir: Path) -> dict:
@@ -77,7 +86,6 @@ def ui(tmp_path_factory):
 def page(ui):
     from playwright.sync_api import sync_playwright
 
-    IMG.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
@@ -100,32 +108,32 @@ def edges(page) -> int:
 
 
 @pytest.mark.parametrize(("group", "assets"), [("dreaming", DREAMING), ("ranker", RANKER)])
-def test_the_asset_graph_shows_each_group_with_its_lineage(ui, page, group, assets):
+def test_the_asset_graph_shows_each_group_with_its_lineage(ui, page, shots, group, assets):
     visit(page, ui, f"/locations/dreaming_dagster/asset-groups/{group}")
     for asset in assets:
         page.get_by_text(asset, exact=True).first.wait_for()
     assert edges(page) >= len(assets) - 1  # a chain: every asset but the first has its upstream edge
-    page.screenshot(path=str(IMG / f"asset-graph-{group}.png"))
+    page.screenshot(path=str(shots / f"asset-graph-{group}.png"))
 
 
-def test_the_users_partitions_of_subjects_show_as_materialized(ui, page):
+def test_the_users_partitions_of_subjects_show_as_materialized(ui, page, shots):
     visit(page, ui, "/assets/subjects?view=partitions")
     page.get_by_text("Materialized (1)").wait_for()
     assert page.get_by_text("demo-user-1").count() >= 1
     assert page.get_by_text("Missing (0)").count() == 1
-    page.screenshot(path=str(IMG / "subjects-partitions.png"))
+    page.screenshot(path=str(shots / "subjects-partitions.png"))
 
 
-def test_the_sensors_are_listed_and_running(ui, page):
+def test_the_sensors_are_listed_and_running(ui, page, shots):
     visit(page, ui, "/automation")
     running = page.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('input[type=checkbox]'))
         .map(box => { let row = box; for (let i = 0; i < 6; i++) row = row.parentElement;
                       return [row.innerText.split('\\n')[0], box.checked]; }))""")
     assert running.get("pending_pairs_sensor") is True and running.get("token_budget_sensor") is True, running
-    page.screenshot(path=str(IMG / "sensors.png"))
+    page.screenshot(path=str(shots / "sensors.png"))
 
 
-def test_the_latest_ranker_evaluation_shows_its_metrics_table(ui, page):
+def test_the_latest_ranker_evaluation_shows_its_metrics_table(ui, page, shots):
     visit(page, ui, "/assets/ranker_evaluation")
     page.get_by_text("validation_ndcg@10_v3").wait_for()
     page.get_by_text("[Show Markdown]").first.click()
@@ -136,4 +144,4 @@ def test_the_latest_ranker_evaluation_shows_its_metrics_table(ui, page):
                  "pool recall (ceiling"):
         assert cell in text, cell
     page.wait_for_timeout(1000)  # the dialog fades in
-    dialog.screenshot(path=str(IMG / "ranker-evaluation.png"))
+    dialog.screenshot(path=str(shots / "ranker-evaluation.png"))

@@ -61,6 +61,7 @@ class CreateSubject(_Mutation):
     description: str = Field(default="", max_length=4000)
 
 
+MUTATION_MODELS = (MergeSubjects, RenameSubject, UpdateDescription, ArchiveSubject, SupersedeSubject, CreateSubject)
 Mutation = Annotated[MergeSubjects | RenameSubject | UpdateDescription | ArchiveSubject | SupersedeSubject |
                      CreateSubject, Field(discriminator="op")]
 _ADAPTER: TypeAdapter = TypeAdapter(Mutation)

@@ -11,9 +11,11 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dreaming_dagster.consolidation.inputs import PassInput
+from dreaming_dagster.consolidation.mutations import MUTATION_MODELS
 from dreaming_dagster.consolidation.rules import Protection, is_protected, junk_reason, merge_drops_identity
 from dreaming_dagster.extraction.normalize import normalize_subject_name
 from dreaming_dagster.llm.client import JSONChatClient
+from dreaming_dagster.llm.schemas import flat_union_model, strict_schema
 from dreaming_dagster.prompts import load_prompt
 from dreaming_dagster.settings import DreamingSettings
 
@@ -97,20 +99,12 @@ class OfflineConsolidator:
 
 
 # ------------------------------------------------------------------------------------------------- openai
-_FIELDS = {"op": "string", "sources": "array", "target": "string", "subject": "string", "name": "string",
-           "description": "string", "type": "string", "old": "string", "new": "string", "reason": "string"}
-
-
 def proposal_schema() -> dict:
-    """Strict-mode JSON schema: one flat object shape for every op, unused fields null."""
-    properties = {name: ({"type": ["array", "null"], "items": {"type": "string"}} if kind == "array"
-                         else {"type": [kind, "null"]}) for name, kind in _FIELDS.items()}
-    properties["op"] = {"type": "string", "enum": ["merge_subjects", "rename_subject", "update_description",
-                                                   "archive_subject", "supersede_subject", "create_subject"]}
-    item = {"type": "object", "properties": properties, "required": list(_FIELDS), "additionalProperties": False}
-    return {"type": "object", "properties": {"mutations": {"type": "array", "items": item},
-                                             "summary": {"type": "string"}},
-            "required": ["mutations", "summary"], "additionalProperties": False}
+    """Strict-mode JSON schema, derived from the mutation models: one flat object shape for every op
+    (strict mode has no tagged unions), unused fields null."""
+    item = strict_schema(flat_union_model("Mutation", MUTATION_MODELS, tag="op"))
+    return {"type": "object", "additionalProperties": False, "required": ["mutations", "summary"],
+            "properties": {"mutations": {"type": "array", "items": item}, "summary": {"type": "string"}}}
 
 
 @cache

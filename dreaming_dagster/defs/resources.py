@@ -1,39 +1,109 @@
-"""Resources shared by every domain: the dreaming database and the embedder.
+"""Resources shared by every domain, each a slice of :class:`~dreaming_dagster.settings.DreamingSettings`.
 
-Each field left unset falls back to :class:`~dreaming_dagster.settings.DreamingSettings` (the same
-``DREAMING_*`` environment the CLI reads), so Dagster and the shell always agree. Variables that are set
-are bound with ``EnvVar``: the UI shows which variable configured a field, never a secret's value.
+Every setting is declared once, in the settings object. A resource's fields are generated from the
+settings fields it owns (same type, same description, the resource's prefix dropped: ``embedding_model``
+is ``EmbedderResource.model``), so a setting cannot be added to one and forgotten in the other. A field
+left unset falls back to the settings (the same ``DREAMING_*`` environment the CLI reads), so Dagster and
+the shell always agree; a value set in the launchpad or in code wins. Variables that are set are bound
+with ``EnvVar``: the UI shows which variable configured a field, never a secret's value.
 """
 
 from __future__ import annotations
 
 import os
+import types
+import typing
+from pathlib import Path
 
 import dagster as dg
+import pydantic
 from pydantic import PrivateAttr
 
 from dreaming_dagster.embeddings import Embedder, embedder_from_settings
 from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.llm.factory import extractor_from_settings, refiner_from_settings
 from dreaming_dagster.refinement import Refiner
-from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.settings import ENV_PREFIX, DreamingSettings
 from dreaming_dagster.storage.database import Database
 
 
-def _overlay(fields: dict) -> DreamingSettings:
-    return DreamingSettings(**{name: value for name, value in fields.items() if value is not None})
+def _config_type(annotation: object) -> object:
+    """A settings field's type as Dagster config takes it (paths and choices are strings there)."""
+    base = annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        base = next(arg for arg in typing.get_args(annotation) if arg is not type(None))
+    return str if base is Path or typing.get_origin(base) is typing.Literal else base
 
 
-class DreamingDatabaseResource(dg.ConfigurableResource):
-    """Postgres + pgvector holding every user's memory. Unset URL: the embedded pgserver."""
+class SettingsSlice(dg.ConfigurableResource):
+    """Base of the generated resources: ``settings()`` is the environment's settings with this
+    resource's set fields laid over them."""
 
-    database_url: str | None = None
-    data_dir: str | None = None
-
-    _database: Database | None = PrivateAttr(default=None)
+    def overrides(self) -> dict:
+        """The settings this resource sets, by their settings names."""
+        prefix = type(self).settings_prefix
+        return {f"{prefix}{name}": value for name, value in self.model_dump().items() if value is not None}
 
     def settings(self) -> DreamingSettings:
-        return _overlay({"database_url": self.database_url, "data_dir": self.data_dir})
+        return layered_settings(self)
+
+    @classmethod
+    def from_environment(cls) -> SettingsSlice:
+        """Every string or integer field whose variable is set, bound to it with ``EnvVar`` (Dagster has
+        no float or boolean EnvVar: those fields stay unset and the settings read the variable)."""
+        bound = {}
+        for name, field in cls.model_fields.items():
+            variable = f"{ENV_PREFIX}{cls.settings_prefix}{name}".upper()
+            if not os.environ.get(variable):
+                continue
+            if field.annotation == str | None:
+                bound[name] = dg.EnvVar(variable)
+            elif field.annotation == int | None:
+                bound[name] = dg.EnvVar.int(variable)
+        return cls(**bound)
+
+
+def layered_settings(*slices: SettingsSlice) -> DreamingSettings:
+    """The environment's settings with every given resource's set fields laid over them (a consolidation
+    pass needs the LLM's and the policy's)."""
+    overrides: dict = {}
+    for resource in slices:
+        overrides |= resource.overrides()
+    return DreamingSettings(**overrides)
+
+
+def settings_slice(name: str, doc: str, settings_names: typing.Iterable[str], prefix: str = "") -> type:
+    """A resource class whose fields are ``settings_names`` (``prefix`` dropped), as optional values."""
+    fields = {}
+    for setting in settings_names:
+        field = DreamingSettings.model_fields[setting]
+        fields[setting.removeprefix(prefix)] = (typing.Optional[_config_type(field.annotation)],  # noqa: UP045
+                                                pydantic.Field(default=None, description=field.description))
+    resource = pydantic.create_model(name, __base__=SettingsSlice, __doc__=doc, __module__=__name__, **fields)
+    resource.settings_prefix = prefix
+    return resource
+
+
+def _owned(prefix: str) -> list[str]:
+    return [name for name in DreamingSettings.model_fields if name.startswith(prefix)]
+
+
+_DatabaseSlice = settings_slice("_DatabaseSlice", "", ["database_url", "data_dir"])
+_EmbedderSlice = settings_slice("_EmbedderSlice", "", _owned("embedding_"), prefix="embedding_")
+_LLMSlice = settings_slice("_LLMSlice", "", _owned("llm_"), prefix="llm_")
+# Everything else is how dreaming behaves: merge threshold, consolidation budget and decay, recall.
+_POLICY_SETTINGS = [name for name in DreamingSettings.model_fields
+                    if name not in {"database_url", "data_dir"} and not name.startswith(("embedding_", "llm_"))]
+DreamingPolicyResource = settings_slice(
+    "DreamingPolicyResource", "How dreaming behaves: the merge threshold, consolidation passes (token "
+    "budget, decay) and recall (DREAMING_MERGE_THRESHOLD, DREAMING_DREAM_*, DREAMING_DECAY_*, …).",
+    _POLICY_SETTINGS)
+
+
+class DreamingDatabaseResource(_DatabaseSlice):
+    """Postgres + pgvector holding every user's memory. Unset URL: the embedded pgserver."""
+
+    _database: Database | None = PrivateAttr(default=None)
 
     def database(self) -> Database:
         if self._database is None:
@@ -41,38 +111,9 @@ class DreamingDatabaseResource(dg.ConfigurableResource):
         return self._database
 
 
-class EmbedderResource(dg.ConfigurableResource):
-    """Embeddings for pairs and subjects: local all-MiniLM-L6-v2 or an OpenAI-compatible endpoint."""
-
-    provider: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
-    dimensions: int | None = None
-    batch_size: int | None = None
-
-    def settings(self) -> DreamingSettings:
-        return _overlay({"embedding_provider": self.provider, "embedding_model": self.model,
-                         "embedding_base_url": self.base_url, "embedding_api_key": self.api_key,
-                         "embedding_dimensions": self.dimensions, "embedding_batch_size": self.batch_size})
-
-    def embedder(self) -> Embedder:
-        return embedder_from_settings(self.settings())
-
-
-class LLMResource(dg.ConfigurableResource):
-    """The chat model behind extraction and refinement: an OpenAI-compatible endpoint, or offline."""
-
-    provider: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
-    model: str | None = None
-    fallback_model: str | None = None
-
-    def settings(self) -> DreamingSettings:
-        return _overlay({"llm_provider": self.provider, "llm_base_url": self.base_url,
-                         "llm_api_key": self.api_key, "llm_model": self.model,
-                         "llm_fallback_model": self.fallback_model})
+class LLMResource(_LLMSlice):
+    """The chat model behind extraction, refinement and consolidation passes: an OpenAI-compatible
+    endpoint, or the offline providers (DREAMING_LLM_*)."""
 
     def extractor(self) -> Extractor:
         return extractor_from_settings(self.settings())
@@ -81,26 +122,19 @@ class LLMResource(dg.ConfigurableResource):
         return refiner_from_settings(self.settings())
 
 
-def _env(name: str, *, as_int: bool = False):
-    if not os.environ.get(name):
-        return None
-    return dg.EnvVar.int(name) if as_int else dg.EnvVar(name)
+class EmbedderResource(_EmbedderSlice):
+    """Embeddings for pairs and subjects: local all-MiniLM-L6-v2 or an OpenAI-compatible endpoint
+    (DREAMING_EMBEDDING_*)."""
+
+    def embedder(self) -> Embedder:
+        return embedder_from_settings(self.settings())
 
 
 def build_resources() -> dict[str, dg.ConfigurableResource]:
-    return {
-        "dreaming_db": DreamingDatabaseResource(
-            database_url=_env("DREAMING_DATABASE_URL"), data_dir=_env("DREAMING_DATA_DIR")),
-        "embedder": EmbedderResource(
-            provider=_env("DREAMING_EMBEDDING_PROVIDER"), model=_env("DREAMING_EMBEDDING_MODEL"),
-            base_url=_env("DREAMING_EMBEDDING_BASE_URL"), api_key=_env("DREAMING_EMBEDDING_API_KEY"),
-            dimensions=_env("DREAMING_EMBEDDING_DIMENSIONS", as_int=True),
-            batch_size=_env("DREAMING_EMBEDDING_BATCH_SIZE", as_int=True)),
-        "llm": LLMResource(
-            provider=_env("DREAMING_LLM_PROVIDER"), base_url=_env("DREAMING_LLM_BASE_URL"),
-            api_key=_env("DREAMING_LLM_API_KEY"), model=_env("DREAMING_LLM_MODEL"),
-            fallback_model=_env("DREAMING_LLM_FALLBACK_MODEL")),
-    }
+    return {"dreaming_db": DreamingDatabaseResource.from_environment(),
+            "embedder": EmbedderResource.from_environment(),
+            "llm": LLMResource.from_environment(),
+            "dreaming_policy": DreamingPolicyResource.from_environment()}
 
 
 @dg.definitions

@@ -98,13 +98,7 @@ class OfflineExtractor:
                                           "subjects": subjects})
 
     def extract_many(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
-        results: list[Extraction | Exception] = []
-        for user_message, assistant_message in pairs:
-            try:
-                results.append(self.extract(user_message, assistant_message))
-            except Exception as exc:  # reported per pair, never fails the batch
-                results.append(exc)
-        return results
+        return call_each(self.extract, pairs, max_in_flight=1)
 
 
 # ----------------------------------------------------------------------------------------------- openai

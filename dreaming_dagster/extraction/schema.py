@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from dreaming_dagster.extraction.normalize import normalize_subject_name
+from dreaming_dagster.llm.schemas import strict_schema
 
 logger = logging.getLogger(__name__)
 
 MAX_SUBJECTS = 5
-# The kinds of subject extraction names. Documented in the README; unknown kinds become "other".
+# The kinds of subject extraction names (docs/dreaming.md); unknown kinds become "other".
 SUBJECT_TYPES = ("person", "place", "organization", "project", "product", "event", "activity",
                  "preference", "topic", "entity", "other")
 
 
+# Models send null for "nothing to say"; it means the empty string.
+TextOrNull = Annotated[str, BeforeValidator(lambda value: "" if value is None else value)]
+
+
 class ExtractedSubject(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
-    description: str = Field(default="", max_length=2000)
-    type: str = "other"
+    name: str = Field(min_length=1, max_length=200, description="2-5 word canonical name")
+    description: TextOrNull = Field(default="", max_length=2000, description="what the pair says about it")
+    type: str = Field(default="other", json_schema_extra={"enum": list(SUBJECT_TYPES)})
 
     @field_validator("name", mode="after")
     @classmethod
@@ -30,11 +35,6 @@ class ExtractedSubject(BaseModel):
             raise ValueError(f"subject name {value!r} has no content")
         return normalized
 
-    @field_validator("description", mode="before")
-    @classmethod
-    def _description_text(cls, value: Any) -> Any:
-        return "" if value is None else value
-
     @field_validator("type", mode="before")
     @classmethod
     def _known_type(cls, value: Any) -> str:
@@ -43,13 +43,9 @@ class ExtractedSubject(BaseModel):
 
 
 class Extraction(BaseModel):
-    summary: str = Field(default="", max_length=2000)
-    subjects: list[ExtractedSubject] = Field(default_factory=list)
-
-    @field_validator("summary", mode="before")
-    @classmethod
-    def _summary_text(cls, value: Any) -> Any:
-        return "" if value is None else value
+    summary: TextOrNull = Field(default="", max_length=2000)
+    # More than five are cut to the first five (below) before this bound is checked.
+    subjects: list[ExtractedSubject] = Field(default_factory=list, max_length=MAX_SUBJECTS)
 
     @field_validator("subjects", mode="before")
     @classmethod
@@ -77,11 +73,5 @@ class Extraction(BaseModel):
 
 
 def json_schema() -> dict:
-    """The JSON schema sent as ``response_format`` (strict mode wants every property required)."""
-    subject = {"type": "object", "additionalProperties": False, "required": ["name", "description", "type"],
-               "properties": {"name": {"type": "string", "description": "2-5 word canonical name"},
-                              "description": {"type": "string", "description": "what the pair says about it"},
-                              "type": {"type": "string", "enum": list(SUBJECT_TYPES)}}}
-    return {"type": "object", "additionalProperties": False, "required": ["summary", "subjects"],
-            "properties": {"summary": {"type": "string"},
-                           "subjects": {"type": "array", "maxItems": MAX_SUBJECTS, "items": subject}}}
+    """The JSON schema sent as ``response_format``, derived from :class:`Extraction`."""
+    return strict_schema(Extraction)

@@ -42,7 +42,6 @@ logger = logging.getLogger(__name__)
 ROW_DATA_ERRORS = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
 
 
-
 @contextmanager
 def user_graph_lock(database: Database, user_id: str, kg_id: str) -> Iterator[None]:
     """Hold the Postgres advisory lock of (user, kg) for the duration: one writer per graph, across

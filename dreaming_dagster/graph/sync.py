@@ -1,4 +1,8 @@
-"""The whole pipeline for one user, in process: what every Dagster stage runs, and the fast path.
+"""The dreaming stages in order, stated once, and the fast path that runs them in process.
+
+:data:`STAGES` is the pipeline: each stage names the Dagster asset that runs it and the function it runs.
+The assets in ``defs/graph`` take their lineage (each depends on the stage before) and their work from it,
+and ``sync_user`` iterates it, so Dagster and the fast path cannot disagree on what dreaming is.
 
 ``sync_user`` lets an agent that just saved a fact read it back on its next turn without waiting for the
 sensor's 30-second window: same stage functions, same per-user lock, no Dagster run.
@@ -7,12 +11,13 @@ sensor's 30-second window: same stage functions, same per-user lock, no Dagster 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.graph import stages
-from dreaming_dagster.graph.merging import merge_ratio
+from dreaming_dagster.graph.merging import DEFAULT_THRESHOLD, merge_ratio
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.records import validate_identifier
 from dreaming_dagster.refinement import Refiner
@@ -20,15 +25,76 @@ from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.storage.database import Database
 
 
+@dataclass(frozen=True)
+class StageInputs:
+    """What the stages of one user need; a stage uses the parts it needs."""
+
+    database: Database
+    user_id: str
+    embedder: Embedder | None = None
+    extractor: Extractor | None = None
+    refiner: Refiner | None = None
+    threshold: float = DEFAULT_THRESHOLD
+    embedding_batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class Stage:
+    asset: str  # the Dagster asset that runs this stage for a user partition
+    run: Callable[[StageInputs, str], object]  # (inputs, kg_id) -> the stage's stats
+    result: str  # the SyncResult field its stats add up in
+    per_graph: bool = True  # False: once per user, for all of the user's graphs, outside the graph lock
+
+
+def _refine_and_refresh(inputs: StageInputs, kg_id: str):
+    refined = stages.refine_pending(inputs.database, inputs.refiner, inputs.embedder, inputs.user_id, kg_id)
+    refresh_profile(inputs.database, inputs.user_id, kg_id)  # subjects change only while dreaming
+    return refined
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("memory_pairs", lambda s, kg: embed_pending_pairs(s.database, s.embedder, s.user_id,
+                                                            batch_size=s.embedding_batch_size),
+          "embedding", per_graph=False),
+    Stage("pair_subjects", lambda s, kg: stages.extract_pending(s.database, s.extractor, s.user_id, kg), "extraction"),
+    Stage("subjects", lambda s, kg: stages.merge_pending(s.database, s.embedder, s.user_id, kg,
+                                                         threshold=s.threshold), "merge"),
+    Stage("subject_links", lambda s, kg: stages.link_pending(s.database, s.embedder, s.user_id, kg,
+                                                             threshold=s.threshold), "links"),
+    Stage("refined_subjects", _refine_and_refresh, "refinement"),
+)
+STAGE_BY_ASSET = {stage.asset: stage for stage in STAGES}
+
+
+def upstream_of(asset: str) -> list[str]:
+    """The asset of the stage before ``asset`` (empty for the first)."""
+    index = [stage.asset for stage in STAGES].index(asset)
+    return [STAGES[index - 1].asset] if index else []
+
+
+def run_stage(stage: Stage, inputs: StageInputs, kg_ids: list[str], totals: dict) -> None:
+    """Run ``stage`` for the user (per graph under the graph's lock) and add its stats into ``totals``."""
+    if not stage.per_graph:
+        stages.accumulate(totals, stage.run(inputs, ""))
+        return
+    for kg_id in kg_ids:
+        with stages.user_graph_lock(inputs.database, inputs.user_id, kg_id):
+            stages.accumulate(totals, stage.run(inputs, kg_id))
+
+
 @dataclass
 class SyncResult:
     user_id: str
-    embedded: int = 0
+    embedding: dict = field(default_factory=dict)
     extraction: dict = field(default_factory=dict)
     merge: dict = field(default_factory=dict)
     links: dict = field(default_factory=dict)
     refinement: dict = field(default_factory=dict)
     seconds: float = 0.0
+
+    @property
+    def embedded(self) -> int:
+        return self.embedding.get("embedded", 0)
 
 
 def sync_user(user_id: str, *, database: Database | None = None, embedder: Embedder | None = None,
@@ -41,22 +107,17 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     user_id = validate_identifier(user_id, "user_id")
     settings = default_settings()
     database = database or default_database()
-    embedder = embedder or default_embedder()
-    extractor = extractor or extractor_from_settings(settings)
-    refiner = refiner or refiner_from_settings(settings)
-    threshold = threshold or settings.merge_threshold
+    inputs = StageInputs(database=database, user_id=user_id, embedder=embedder or default_embedder(),
+                         extractor=extractor or extractor_from_settings(settings),
+                         refiner=refiner or refiner_from_settings(settings),
+                         threshold=threshold or settings.merge_threshold,
+                         embedding_batch_size=settings.embedding_batch_size)
     started = time.perf_counter()
     result = SyncResult(user_id=user_id)
-    database.ensure_schema(embedder.spec)
+    database.ensure_schema(inputs.embedder.spec)
     kgs = [validate_identifier(kg_id, "kg_id")] if kg_id else stages.user_kgs(database, user_id)
-    for kg in kgs:
-        with stages.user_graph_lock(database, user_id, kg):
-            result.embedded += embed_pending_pairs(database, embedder, user_id).embedded
-            stages.accumulate(result.extraction, stages.extract_pending(database, extractor, user_id, kg))
-            stages.accumulate(result.merge, stages.merge_pending(database, embedder, user_id, kg, threshold=threshold))
-            stages.accumulate(result.links, stages.link_pending(database, embedder, user_id, kg, threshold=threshold))
-            stages.accumulate(result.refinement, stages.refine_pending(database, refiner, embedder, user_id, kg))
-            refresh_profile(database, user_id, kg)
+    for stage in STAGES:
+        run_stage(stage, inputs, kgs, getattr(result, stage.result))
     result.merge["merge_ratio"] = merge_ratio(result.merge.get("created", 0), result.merge.get("merged", 0))
     result.seconds = round(time.perf_counter() - started, 3)
     return result

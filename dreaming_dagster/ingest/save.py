@@ -1,6 +1,6 @@
 """Stage 1 of dreaming: persist memory pairs with their embeddings.
 
-Batch semantics (documented in the README):
+Batch semantics (docs/ingestion.md):
 - ``user_id``/``kg_id`` are checked first; a bad one raises :class:`InvalidInputError` and nothing is written.
 - Every record is validated before anything is written. By default (per-record) the invalid ones are
   returned as rejections with the record and field named, and the valid ones are stored. With

@@ -235,7 +235,8 @@ class JSONChatClient:
 
 
 def call_each(call: Callable[..., ResultT], items: Sequence[tuple], max_in_flight: int) -> list[ResultT | Exception]:
-    """``call(*item)`` for every item, ``max_in_flight`` at a time; one result or error per item, in order.
+    """``call(*item)`` for every item, ``max_in_flight`` at a time; one result or error per item, in order
+    (every provider's ``extract_many`` / ``refine_many``).
 
     One item's failure never blocks the others. But once a call fails with
     :class:`ProviderUnavailableError` the provider is down, and the items not yet started are not sent
@@ -255,5 +256,7 @@ def call_each(call: Callable[..., ResultT], items: Sequence[tuple], max_in_fligh
         except Exception as exc:  # kept per item
             return exc
 
+    if max_in_flight <= 1:  # the offline providers: no threads for in-process work
+        return [run(item) for item in items]
     with ThreadPoolExecutor(max_workers=max_in_flight) as pool:
         return list(pool.map(run, items))

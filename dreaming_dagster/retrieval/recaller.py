@@ -44,7 +44,7 @@ from dreaming_dagster.retrieval.ranker import (
     predict_weights,
 )
 from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES
-from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.settings import DECLARED_DEFAULTS, DreamingSettings
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import clean_text
@@ -54,10 +54,9 @@ MAX_K = 200
 # A question, not a document: the encoder reads ~256 word pieces, and the lexical side one posting list
 # per distinct word, so a longer "query" only costs time.
 MAX_QUERY_CHARS = 10_000
-# Defaults are the settings' (DREAMING_RECALL_*), stated once there.
-_SETTINGS = DreamingSettings.model_fields
-DEFAULT_POOL_SIZE: int = _SETTINGS["recall_pool_size"].default
-DEFAULT_LEXICAL_POOL_SIZE: int = _SETTINGS["recall_lexical_pool_size"].default
+# Defaults are the settings' declared ones (DREAMING_RECALL_*), stated once there.
+DEFAULT_POOL_SIZE: int = DECLARED_DEFAULTS.recall_pool_size
+DEFAULT_LEXICAL_POOL_SIZE: int = DECLARED_DEFAULTS.recall_lexical_pool_size
 
 
 @dataclass(frozen=True)
@@ -67,9 +66,13 @@ class LexicalPruning:
     ``per_word``; the top ``rescore`` × pool-size pairs by those partial sums are scored exactly before the
     cut. bench/recall.py measures rules against the exact BM25 top 50 at 100,000 pairs."""
 
-    budget: int = _SETTINGS["recall_lexical_postings_budget"].default
-    per_word: int = _SETTINGS["recall_lexical_postings_per_word"].default
+    budget: int = DECLARED_DEFAULTS.recall_lexical_postings_budget
+    per_word: int = DECLARED_DEFAULTS.recall_lexical_postings_per_word
     rescore: int = 2
+
+    @classmethod
+    def from_settings(cls, settings: DreamingSettings) -> LexicalPruning:
+        return cls(budget=settings.recall_lexical_postings_budget, per_word=settings.recall_lexical_postings_per_word)
 
     def __post_init__(self) -> None:
         for name, value, least in (("budget", self.budget, 0), ("per_word", self.per_word, 1),
@@ -155,22 +158,14 @@ def validate_request(user_id: object, query: object, k: object = 10, session_id:
                          as_of=parsed_as_of)
 
 
-def composite_rows(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_embedding: np.ndarray,
-                   query_text: str, weights: SignalWeights, pool_size: int = DEFAULT_POOL_SIZE,
-                   lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
-                   lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING, row_limit: int | None = None,
-                   as_of: datetime | None = None, reference_time: datetime | None = None,
-                   session_id: str | None = None, remember_query: bool = False) -> list[dict]:
-    """Run the composite statement: the pool with its eight signals and scores, best first.
+def composite_rows(conn: psycopg.Connection, **arguments: Any) -> list[dict]:
+    """Run the composite statement with :func:`composite_parameters`' arguments: the pool with its eight
+    signals and scores, best first.
 
     Training calls this with ``row_limit=pool_size + lexical_pool_size`` to read the whole pool; recall
     with its k. ``lexical_pool_size=0`` gives the cosine-only pool (``lex`` is still computed).
     """
-    return conn.execute(load_sql("retrieval/composite_ranking"), composite_parameters(
-        user_id=user_id, kg_id=kg_id, query_embedding=query_embedding, query_text=query_text, weights=weights,
-        pool_size=pool_size, lexical_pool_size=lexical_pool_size, lexical_pruning=lexical_pruning,
-        row_limit=row_limit, as_of=as_of, reference_time=reference_time, session_id=session_id,
-        remember_query=remember_query)).fetchall()
+    return conn.execute(load_sql("retrieval/composite_ranking"), composite_parameters(**arguments)).fetchall()
 
 
 def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarray, query_text: str,
@@ -217,7 +212,8 @@ class Recaller:
     def __init__(self, database: Database, embedder: Embedder, *, ranker_path: Path | None = None,
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
-                 lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING, ef_search: int = 200):
+                 lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
+                 ef_search: int = DECLARED_DEFAULTS.recall_ef_search):
         if not 1 <= pool_size <= 1000:
             raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
         if not 0 <= lexical_pool_size <= 1000:
@@ -263,6 +259,13 @@ class Recaller:
             self.database.ensure_schema(self.embedder.spec)
             self._conn = open_recall_connection(self.database, max(self.ef_search, self.pool_size))
         return self._conn
+
+    @classmethod
+    def from_settings(cls, database: Database, embedder: Embedder, settings: DreamingSettings) -> Recaller:
+        """The Recaller the settings describe (ranker file, pool sizes, pruning, ef_search)."""
+        return cls(database, embedder, ranker_path=settings.resolved_ranker_path, pool_size=settings.recall_pool_size,
+                   lexical_pool_size=settings.recall_lexical_pool_size,
+                   lexical_pruning=LexicalPruning.from_settings(settings), ef_search=settings.recall_ef_search)
 
     def close(self) -> None:
         with self._lock:

@@ -4,7 +4,13 @@ import dagster as dg
 from pydantic import Field
 
 from dreaming_dagster.defs.memory.partitions import users_partitions
-from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.defs.resources import (
+    DreamingDatabaseResource,
+    DreamingPolicyResource,
+    EmbedderResource,
+    LLMResource,
+    layered_settings,
+)
 
 
 class DreamConsolidationConfig(dg.Config):
@@ -27,14 +33,14 @@ class DreamConsolidationConfig(dg.Config):
 )
 def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolidationConfig,
                         dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
-                        llm: LLMResource) -> dg.MaterializeResult:
+                        llm: LLMResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
     from dreaming_dagster.consolidation.providers import consolidator_from_settings
     from dreaming_dagster.graph.stages import user_kgs
 
     database, model = dreaming_db.database(), embedder.embedder()
-    settings = dreaming_db.settings()
-    consolidator = consolidator_from_settings(llm.settings())
+    settings = layered_settings(llm, dreaming_policy)  # the provider, and the directive the policy names
+    consolidator = consolidator_from_settings(settings)
     policy = PassPolicy.from_settings(settings)
     reports = [run_pass(database, model, consolidator, context.partition_key, kg_id, mode=config.mode,
                         force=config.force, policy=policy) for kg_id in user_kgs(database, context.partition_key)]

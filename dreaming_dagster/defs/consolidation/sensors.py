@@ -5,7 +5,7 @@ import psycopg
 
 from dreaming_dagster.defs.consolidation.jobs import dream_job
 from dreaming_dagster.defs.memory.partitions import add_new_users
-from dreaming_dagster.defs.resources import DreamingDatabaseResource
+from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
 from dreaming_dagster.pending_work import RETRY_AFTER_SECONDS
 from dreaming_dagster.sql import load_sql
 
@@ -14,8 +14,9 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
 
 
 def dream_run_key(user_id: str, last_pass_id: str | None, now: float) -> str:
-    """One key per user and last pass: a crossing is requested once. The retry window re-requests it
-    after 15 minutes if the pass left the counter over the threshold (it failed, or found nothing new yet)."""
+    """One key per user and last pass: a crossing is requested once. The retry window re-requests it once
+    RETRY_AFTER_SECONDS have passed if the pass left the counter over the threshold (it failed, or found
+    nothing new yet)."""
     return f"dream:{user_id}:{last_pass_id or 'first'}:{int(now // RETRY_AFTER_SECONDS)}"
 
 
@@ -24,11 +25,12 @@ def dream_run_key(user_id: str, last_pass_id: str | None, now: float) -> str:
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Requests a consolidation pass for every user whose saved tokens since the last pass reached "
-                "DREAMING_DREAM_TOKEN_THRESHOLD (default 100,000); never while that user's pass is queued or "
-                "running.",
+                "the token threshold (dreaming_policy.dream_token_threshold, DREAMING_DREAM_TOKEN_THRESHOLD); "
+                "never while that user's pass is queued or running.",
 )
-def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
-    threshold = dreaming_db.settings().dream_token_threshold
+def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource,
+                        dreaming_policy: DreamingPolicyResource):
+    threshold = dreaming_policy.settings().dream_token_threshold
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
             rows = conn.execute(load_sql("dreaming/users_over_budget"), {"threshold": threshold}).fetchall()

@@ -1,5 +1,4 @@
 import time
-from collections.abc import Callable
 
 import dagster as dg
 
@@ -13,33 +12,30 @@ from dreaming_dagster.defs.graph.checks import (
     orphan_pairs_check,
     parked_pairs_check,
 )
-from dreaming_dagster.defs.memory.assets import memory_pairs
 from dreaming_dagster.defs.memory.partitions import users_partitions
-from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.defs.resources import (
+    DreamingDatabaseResource,
+    DreamingPolicyResource,
+    EmbedderResource,
+    LLMResource,
+)
 from dreaming_dagster.graph import stages
 from dreaming_dagster.graph.merging import merge_ratio
+from dreaming_dagster.graph.sync import STAGE_BY_ASSET, StageInputs, run_stage, upstream_of
 from dreaming_dagster.reporting import top_subjects_markdown
-from dreaming_dagster.retrieval.profiles import refresh_profile
-from dreaming_dagster.settings import DreamingSettings
-from dreaming_dagster.storage.database import Database
 
 
 class PairSubjectsConfig(dg.Config):
     rebuild: bool = False  # clear the user's graph and reset every checkpoint first (rebuild_user_graph)
 
 
-class SubjectsConfig(dg.Config):
-    merge_threshold: float | None = None  # None: DREAMING_MERGE_THRESHOLD (default 0.75)
-
-
-def for_each_graph(context: dg.AssetExecutionContext, database: Database,
-                   stage: Callable[[str], object]) -> tuple[dict, float]:
-    """Run ``stage(kg_id)`` for each of the partition user's graphs under the per-user lock; sum the stats."""
-    user_id, totals = context.partition_key, {}
+def run_for_partition(context: dg.AssetExecutionContext, inputs: StageInputs) -> tuple[dict, float]:
+    """Run this asset's stage (graph/sync.STAGES) for each of the partition user's graphs, under the
+    graph lock; sum the stats."""
+    totals: dict = {}
     started = time.perf_counter()
-    for kg_id in stages.user_kgs(database, user_id):
-        with stages.user_graph_lock(database, user_id, kg_id):
-            stages.accumulate(totals, stage(kg_id))
+    run_stage(STAGE_BY_ASSET[context.asset_key.path[-1]], inputs,
+              stages.user_kgs(inputs.database, inputs.user_id), totals)
     return totals, time.perf_counter() - started
 
 
@@ -50,7 +46,7 @@ def _metadata(stats: dict, seconds: float, **extra) -> dict:
 
 @dg.asset(
     partitions_def=users_partitions,
-    deps=[memory_pairs],
+    deps=upstream_of("pair_subjects"),
     group_name="dreaming",
     kinds={"postgres", "openai"},
     pool="llm",
@@ -72,8 +68,7 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
             with stages.user_graph_lock(database, context.partition_key, kg_id):
                 stages.clear_user_graph(database, context.partition_key, kg_id)
         context.log.info(f"cleared the graph of {context.partition_key}; every stage runs again")
-    totals, seconds = for_each_graph(context, database, lambda kg: stages.extract_pending(
-        database, extractor, context.partition_key, kg))
+    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, extractor=extractor))
     if totals.get("failures"):
         context.log.warning(f"{totals['failures']} pair(s) failed extraction: {totals.get('last_error')}")
     parked = parked_pairs_check(database, context.partition_key)
@@ -86,23 +81,24 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
 
 @dg.asset(
     partitions_def=users_partitions,
-    deps=[pair_subjects],
+    deps=upstream_of("subjects"),
     group_name="dreaming",
     kinds={"postgres", "pgvector"},
     check_specs=[dg.AssetCheckSpec(DUPLICATE_CHECK, asset="subjects",
                                    description="No two live subjects of a user's graph share a name.")],
     description=(
-        "Stage 3: each extracted subject merges into the user's closest live subject (top-5 cosine ≥ 0.75: "
+        "Stage 3: each extracted subject merges into the user's closest live subject (top-5 cosine ≥ the merge "
+        "threshold of the dreaming_policy resource, DREAMING_MERGE_THRESHOLD: "
         "first name wins, description appended with ' | ', reinforced) or is inserted, guarded by a unique "
         "md5(subject_text) index."
     ),
 )
-def subjects(context: dg.AssetExecutionContext, config: SubjectsConfig, dreaming_db: DreamingDatabaseResource,
-             embedder: EmbedderResource) -> dg.MaterializeResult:
+def subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
+             embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     database, model = dreaming_db.database(), embedder.embedder()
-    threshold = config.merge_threshold or DreamingSettings().merge_threshold
-    totals, seconds = for_each_graph(context, database, lambda kg: stages.merge_pending(
-        database, model, context.partition_key, kg, threshold=threshold))
+    threshold = dreaming_policy.settings().merge_threshold
+    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, embedder=model,
+                                                             threshold=threshold))
     totals["merge_ratio"] = merge_ratio(totals.get("created", 0), totals.get("merged", 0))
     return dg.MaterializeResult(
         metadata=_metadata(totals, seconds, threshold=threshold),
@@ -111,7 +107,7 @@ def subjects(context: dg.AssetExecutionContext, config: SubjectsConfig, dreaming
 
 @dg.asset(
     partitions_def=users_partitions,
-    deps=[subjects],
+    deps=upstream_of("subject_links"),
     group_name="dreaming",
     kinds={"postgres"},
     check_specs=[
@@ -127,11 +123,11 @@ def subjects(context: dg.AssetExecutionContext, config: SubjectsConfig, dreaming
     ),
 )
 def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
-                  embedder: EmbedderResource) -> dg.MaterializeResult:
+                  embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     database, model = dreaming_db.database(), embedder.embedder()
-    threshold = DreamingSettings().merge_threshold
-    totals, seconds = for_each_graph(context, database, lambda kg: stages.link_pending(
-        database, model, context.partition_key, kg, threshold=threshold))
+    threshold = dreaming_policy.settings().merge_threshold  # the janitor re-merges with the same rule
+    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, embedder=model,
+                                                             threshold=threshold))
     graph = stages.graph_stats(database, context.partition_key)
     top = stages.top_subjects(database, context.partition_key, limit=10)
     return dg.MaterializeResult(
@@ -144,13 +140,13 @@ def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDataba
 
 @dg.asset(
     partitions_def=users_partitions,
-    deps=[subject_links],
+    deps=upstream_of("refined_subjects"),
     group_name="dreaming",
     kinds={"postgres", "openai"},
     pool="llm",
     description=(
         "Stage 5: subjects whose descriptions became ' | ' junk drawers get a clean 2–5 word name and a 1–3 "
-        "sentence narrative (batches of 50, 15 LLM calls in flight, or offline synthesis), then are "
+        "sentence narrative (in batches, several LLM calls in flight, or offline synthesis), then are "
         "re-embedded so later merges compare against the consolidated subject. Last, the user's retrieval "
         "profile (pair and subject counts, mean subject embedding) that recall's ranker reads is refreshed."
     ),
@@ -158,13 +154,8 @@ def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDataba
 def refined_subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
                      embedder: EmbedderResource, llm: LLMResource) -> dg.MaterializeResult:
     database, model, refiner = dreaming_db.database(), embedder.embedder(), llm.refiner()
-
-    def refine_and_refresh(kg_id: str):
-        refined = stages.refine_pending(database, refiner, model, context.partition_key, kg_id)
-        refresh_profile(database, context.partition_key, kg_id)  # subjects change only in dreaming
-        return refined
-
-    totals, seconds = for_each_graph(context, database, refine_and_refresh)
+    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, embedder=model,
+                                                             refiner=refiner))
     if totals.get("failures"):
         context.log.warning(f"{totals['failures']} subject(s) failed refinement: {totals.get('last_error')}")
     top = stages.top_subjects(database, context.partition_key, limit=10)

@@ -4,7 +4,8 @@ import dagster as dg
 
 from dreaming_dagster.defs.memory.partitions import users_partitions
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource
-from dreaming_dagster.ingest.embedding import embed_pending_pairs, user_stats
+from dreaming_dagster.graph.sync import STAGE_BY_ASSET, StageInputs
+from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.reporting import user_stats_markdown
 
 
@@ -27,8 +28,8 @@ def memory_pairs(
     user_id = context.partition_key
     database, model = dreaming_db.database(), embedder.embedder()
     started = time.perf_counter()
-    run = embed_pending_pairs(database, model, user_id, batch_size=embedder.settings().embedding_batch_size,
-                              on_batch=lambda n: context.log.debug(f"embedded {n} pair(s)"))
+    run = STAGE_BY_ASSET["memory_pairs"].run(StageInputs(
+        database, user_id, embedder=model, embedding_batch_size=embedder.settings().embedding_batch_size), "")
     elapsed = time.perf_counter() - started
     if run.failed_pairs:
         context.log.warning(f"{len(run.failed_pairs)} pair(s) could not be embedded and stay pending: "

@@ -6,7 +6,7 @@ import psycopg
 from dreaming_dagster.defs.memory.jobs import dreaming_job
 from dreaming_dagster.defs.memory.partitions import add_new_users
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
-from dreaming_dagster.pending_work import extraction_retry_params, pending_work_run_key
+from dreaming_dagster.pending_work import RETRY_AFTER_SECONDS, extraction_retry_params, pending_work_run_key
 from dreaming_dagster.sql import load_sql
 
 
@@ -16,7 +16,7 @@ from dreaming_dagster.sql import load_sql
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Finds users with pairs waiting for work (one SQL query over partial indexes), registers "
                 "new users as partitions and requests one dreaming run per user and state of work (the same "
-                "work is requested again after 15 minutes if it is still pending).",
+                f"work is requested again after {RETRY_AFTER_SECONDS // 60} minutes if it is still pending).",
 )
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
     try:

@@ -12,7 +12,13 @@ from dreaming_dagster.defs.ranker.config import (
     LongMemEvalPoolsConfig,
     RankerModelConfig,
 )
-from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.defs.resources import (
+    DreamingDatabaseResource,
+    DreamingPolicyResource,
+    EmbedderResource,
+    LLMResource,
+    layered_settings,
+)
 from dreaming_dagster.training.workspace import RankerWorkspace
 
 
@@ -78,14 +84,15 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
     ),
 )
 def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPoolsConfig,
-                      dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource) -> dg.MaterializeResult:
+                      dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
+                      dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     from dreaming_dagster.training.memory import MemoryManifest
     from dreaming_dagster.training.pools import build_pools
 
     started = time.perf_counter()
     ws = workspace(dreaming_db)
     manifest = MemoryManifest.from_json(ws.require(ws.memory_manifest, "longmemeval_memory").read_text())
-    settings = dreaming_db.settings()
+    settings = dreaming_policy.settings()
     total = sum(q.answerable for q in manifest.questions)
 
     def progress(n: int) -> None:
@@ -133,7 +140,7 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
     ),
 )
 def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, dreaming_db: DreamingDatabaseResource,
-                 embedder: EmbedderResource) -> dg.MaterializeResult:
+                 embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     from dreaming_dagster.retrieval.ranker import save_ranker
     from dreaming_dagster.training.evaluation import training_curves_png
     from dreaming_dagster.training.fit import fit_rankers
@@ -156,7 +163,8 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
     beats_cosine = v3.best_validation_ndcg10 > report.cosine_validation_ndcg10
     published = None
     if config.promote and beats_cosine:
-        published = save_ranker(v3.model, dreaming_db.settings().resolved_ranker_path, embedding_model=model_name,
+        # recall()'s file: ranker_model_path (policy), else under data_dir (database resource).
+        published = save_ranker(v3.model, layered_settings(dreaming_db, dreaming_policy).resolved_ranker_path, embedding_model=model_name,
                                 extra={"validation_ndcg@10": v3.best_validation_ndcg10,
                                        "cosine_validation_ndcg@10": report.cosine_validation_ndcg10})
         context.log.info(f"published v3 for recall(): {published}")
