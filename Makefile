@@ -44,39 +44,11 @@ ui: install
 bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability
 	$(BIN)/python bench/report.py
 
-bench-ingest: install
-	$(BIN)/python bench/ingest.py
 
 clean-data:
 	-$(BIN)/dreaming db stop
 	rm -rf .dreaming
 
-bench-dreaming: install
-	$(BIN)/python bench/dreaming.py
-
-bench-sensor: install
-	$(BIN)/python bench/sensor.py
-
-bench-stages: install
-	$(BIN)/python bench/stages.py
-
-bench-recall: install
-	$(BIN)/python bench/recall.py
-
-bench-longmemeval: install
-	$(BIN)/python bench/longmemeval.py
-
-bench-lexical: install
-	$(BIN)/python bench/lexical.py
-
-bench-encoder-coverage: install
-	$(BIN)/python bench/encoder_coverage.py
-
-bench-question-type: install
-	$(BIN)/python bench/question_type.py
-
-bench-llm-cost: install
-	$(BIN)/python bench/llm_cost.py
-
-bench-reliability: install
-	$(BIN)/python bench/reliability.py
+# bench-encoder-coverage runs bench/encoder_coverage.py, and so on: one script a benchmark.
+bench-%: install
+	$(BIN)/python bench/$(subst -,_,$*).py

@@ -33,9 +33,9 @@ from dreaming_dagster.ingest.readers import (
     longmemeval_session_records,
 )
 from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.ingest.tokens import count_tokens
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
-from dreaming_dagster.tokens import count_tokens
 
 CHUNK = 256
 

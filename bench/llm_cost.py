@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 from common import ROOT, machine  # first: puts the project on the import path
 
+from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.ingest.tokens import count_tokens
 from dreaming_dagster.prompts import load_prompt
-from dreaming_dagster.settings import DreamingSettings
-from dreaming_dagster.tokens import count_tokens
 
 # Not measurable offline: what a chat model typically writes back (bounded by the clients' max_tokens).
 ASSUMED = {"extraction_output_tokens": 150, "refinement_input_description_tokens": 250,

@@ -22,8 +22,8 @@ from pathlib import Path
 import dagster as dg
 from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 
-from dreaming_dagster.defs.ranker import assets as ranker_assets
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.defs.training import assets as ranker_assets
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.training.longmemeval import file_sha256
 from dreaming_dagster.training.workspace import RankerWorkspace

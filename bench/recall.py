@@ -44,6 +44,7 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from tqdm import tqdm
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.ingest.readers import longmemeval_session_records
 from dreaming_dagster.ingest.records import Rejection, parse_pair
@@ -65,7 +66,6 @@ from dreaming_dagster.retrieval.recaller import (
     composite_rows,
 )
 from dreaming_dagster.retrieval.synthetic import DIMENSION, load_user, queries_around
-from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database

@@ -40,8 +40,6 @@ from rich.table import Table
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.extraction.schema import Extraction
-from dreaming_dagster.graph import stages
-from dreaming_dagster.graph.sync import sync_user
 from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
@@ -50,7 +48,9 @@ from dreaming_dagster.ingest.readers import (
 )
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError
-from dreaming_dagster.refinement import OfflineRefiner
+from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded

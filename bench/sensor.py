@@ -23,10 +23,10 @@ from pathlib import Path
 import dagster as dg
 from common import ROOT, machine  # first: puts the project on the import path
 
-from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor
+from dreaming_dagster.defs.pipeline.sensors import pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.pending_work import extraction_retry_params
+from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database

@@ -26,14 +26,14 @@ from common import ORACLE, ROOT, machine  # first: puts the project on the impor
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
-from dreaming_dagster.graph.sync import sync_user
 from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
     longmemeval_session_records,
 )
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 

@@ -5,8 +5,8 @@ from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_pa
 
 
 def sync_user(user_id: str, **kwargs):
-    """Run every dreaming stage for ``user_id`` now (see :func:`dreaming_dagster.graph.sync.sync_user`)."""
-    from dreaming_dagster.graph.sync import sync_user as run
+    """Run every dreaming stage for ``user_id`` now (see :func:`dreaming_dagster.pipeline.sync.sync_user`)."""
+    from dreaming_dagster.pipeline.sync import sync_user as run
 
     return run(user_id, **kwargs)
 

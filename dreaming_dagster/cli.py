@@ -16,6 +16,7 @@ import psycopg
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
 from dreaming_dagster.ingest.readers import (
     LineRecord,
     read_jsonl,
@@ -29,7 +30,6 @@ from dreaming_dagster.ingest.records import (
     validate_identifier,
 )
 from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_validated_pairs
-from dreaming_dagster.runtime import default_database, default_embedder, default_settings
 
 console = Console(stderr=True)
 CHUNK_SIZE = 256
@@ -209,7 +209,7 @@ def stats(user_id: str) -> None:
 @click.option("--kg-id", default=None, help="Only this knowledge graph (default: all of the user's).")
 def retry_failed(user_id: str, kg_id: str | None) -> None:
     """Give USER's pairs that failed extraction on every attempt a fresh set of attempts (no rebuild)."""
-    from dreaming_dagster.graph.stages import reset_failed_extractions
+    from dreaming_dagster.pipeline.stages import reset_failed_extractions
 
     _checked_user(user_id, kg_id or "default")
     database = default_database()
@@ -224,8 +224,8 @@ def retry_failed(user_id: str, kg_id: str | None) -> None:
 @click.option("--kg-id", default=None, help="Only this knowledge graph (default: all of the user's).")
 def sync(user_id: str, kg_id: str | None) -> None:
     """The fast path: run every dreaming stage for USER now, in this process (no Dagster run)."""
-    from dreaming_dagster.graph.stages import graph_stats
-    from dreaming_dagster.graph.sync import sync_user
+    from dreaming_dagster.pipeline.stages import graph_stats
+    from dreaming_dagster.pipeline.sync import sync_user
 
     exit_on_sigterm()
     try:
@@ -283,8 +283,8 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
 def recall(query: str, user_id: str, k: int, session_id: str | None, as_of: str | None, kg_id: str,
            as_json: bool) -> None:
     """The best memories of USER for QUERY, with the eight signals, the weights and the score."""
+    from dreaming_dagster.config.runtime import default_recaller
     from dreaming_dagster.reporting import recall_table
-    from dreaming_dagster.runtime import default_recaller
 
     try:
         result = default_recaller().recall(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)
@@ -371,7 +371,7 @@ def dream_status_command(user_id: str, kg_id: str) -> None:
 @click.option("--compact", is_flag=True, help="Compaction: the whole graph, in clusters, then across them.")
 @click.option("--force", is_flag=True, help="Run even if the input is unchanged since the last pass.")
 def dream_trigger(user_id: str, kg_id: str, compact: bool, force: bool) -> None:
-    """Run a consolidation pass for USER now, in this process (the same pass dream_job runs)."""
+    """Run a consolidation pass for USER now, in this process (the same pass consolidation_job runs)."""
     from dreaming_dagster.consolidation.passes import PassFailedError, PassPolicy, run_pass
     from dreaming_dagster.consolidation.providers import consolidator_from_settings
 
@@ -413,7 +413,7 @@ def run_with_dagster_env(argv: list[str]) -> int:
     On the embedded default this process holds the server for as long as ``argv`` runs, and the server
     stops when the last process using it exits.
     """
-    from dreaming_dagster.dagster_env import configure_dagster_environment
+    from dreaming_dagster.config.dagster_env import configure_dagster_environment
 
     configure_dagster_environment(default_settings())
     # The project's own tools (dagster, dg) live beside this interpreter: `.venv/bin/dreaming exec -- dagster

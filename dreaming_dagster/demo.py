@@ -31,7 +31,7 @@ def default_dataset_path() -> Path:
     explicit = os.environ.get(DATASET_VARIABLE)
     if explicit:
         return Path(explicit)
-    from dreaming_dagster.dagster_env import project_root
+    from dreaming_dagster.config.dagster_env import project_root
 
     return (project_root() / _SHARED_ORACLE).resolve()
 
@@ -67,13 +67,13 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     """Ingest the demo users and materialize each user's partition through Dagster. Returns a summary."""
     import dagster as dg
 
-    from dreaming_dagster.dagster_env import configure_dagster_environment
+    from dreaming_dagster.config.dagster_env import configure_dagster_environment
+    from dreaming_dagster.config.runtime import default_database, default_settings
     from dreaming_dagster.definitions import defs as load_defs
-    from dreaming_dagster.defs.memory.partitions import users_partitions
-    from dreaming_dagster.graph.stages import graph_stats, top_subjects
+    from dreaming_dagster.defs.partitions import users_partitions
     from dreaming_dagster.ingest.embedding import user_stats
     from dreaming_dagster.ingest.save import save_pairs
-    from dreaming_dagster.runtime import default_database, default_settings
+    from dreaming_dagster.pipeline.stages import graph_stats, top_subjects
 
     console = console or Console()
     started = time.perf_counter()

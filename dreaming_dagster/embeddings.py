@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.config.settings import DreamingSettings
 
 LOCAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 LOCAL_DIMENSION = 384

@@ -75,7 +75,7 @@ def clean_env(monkeypatch):
     for name in list(os.environ):
         if name.startswith("DREAMING_") or name == "DAGSTER_HOME":
             monkeypatch.delenv(name)
-    from dreaming_dagster.runtime import reset_defaults
+    from dreaming_dagster.config.runtime import reset_defaults
 
     reset_defaults()
     yield monkeypatch

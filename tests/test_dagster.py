@@ -10,9 +10,9 @@ import dagster as dg
 import pytest
 
 from dreaming_dagster.definitions import defs as load_defs
-from dreaming_dagster.defs.memory.assets import memory_pairs
-from dreaming_dagster.defs.memory.partitions import users_partitions
-from dreaming_dagster.defs.memory.sensors import pending_pairs_sensor
+from dreaming_dagster.defs.ingest.assets import memory_pairs
+from dreaming_dagster.defs.partitions import users_partitions
+from dreaming_dagster.defs.pipeline.sensors import pending_pairs_sensor
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
     DreamingPolicyResource,
@@ -20,11 +20,11 @@ from dreaming_dagster.defs.resources import (
     LLMResource,
 )
 from dreaming_dagster.extraction.providers import OfflineExtractor
-from dreaming_dagster.graph import stages
-from dreaming_dagster.graph.sync import sync_user
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.refinement import OfflineRefiner
+from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.sync import sync_user
 from tests.conftest import PROJECT_ROOT, pair
 
 BIN = Path(sys.executable).parent
@@ -169,7 +169,7 @@ def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder
 def test_a_launchpad_merge_threshold_reaches_the_merge_stage_and_the_janitor(database, resources, monkeypatch):
     """The threshold set on the dreaming_policy resource (launchpad run config here) is the one the
     subjects asset merges with, whatever the environment says."""
-    from dreaming_dagster.defs.graph.assets import subjects
+    from dreaming_dagster.defs.pipeline.assets import subjects
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 
     monkeypatch.setenv("DREAMING_MERGE_THRESHOLD", "0.5")  # would merge both; the launchpad must win

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dreaming_dagster.graph.merging import (
+from dreaming_dagster.pipeline.merging import (
     Candidate,
     append_description,
     choose_merge_target,

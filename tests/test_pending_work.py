@@ -1,6 +1,6 @@
 from datetime import UTC, datetime
 
-from dreaming_dagster.pending_work import RETRY_AFTER_SECONDS, pending_work_run_key
+from dreaming_dagster.pipeline.pending_work import RETRY_AFTER_SECONDS, pending_work_run_key
 
 NEWEST = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

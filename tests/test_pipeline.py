@@ -9,8 +9,6 @@ import time
 import pytest
 
 from dreaming_dagster.extraction.providers import OfflineExtractor
-from dreaming_dagster.graph import stages
-from dreaming_dagster.graph.sync import sync_user
 from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
@@ -18,7 +16,9 @@ from dreaming_dagster.ingest.readers import (
     sessions_in_date_order,
 )
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.refinement import OfflineRefiner
+from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from tests.conftest import ORACLE, PROJECT_ROOT, pair, run_concurrently

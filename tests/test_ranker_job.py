@@ -23,7 +23,7 @@ RANKER_ASSETS = ["longmemeval_memory", "longmemeval_pools", "ranker_model", "ran
 
 
 def run_job(database_url, data_dir, run_config):
-    from dreaming_dagster.defs.ranker import assets as ranker_assets
+    from dreaming_dagster.defs.training import assets as ranker_assets
 
     job = load_defs().resolve_job_def("train_ranker_job")
     resources = {"dreaming_db": DreamingDatabaseResource(database_url=database_url, data_dir=str(data_dir)),

@@ -17,16 +17,16 @@ from click.testing import CliRunner
 from dreaming_dagster.cli import main
 from dreaming_dagster.consolidation.passes import PassFailedError, run_pass
 from dreaming_dagster.consolidation.providers import Proposal
-from dreaming_dagster.defs.graph.checks import parked_pairs_check
+from dreaming_dagster.defs.pipeline.checks import parked_pairs_check
 from dreaming_dagster.extraction.providers import OpenAIExtractor
 from dreaming_dagster.extraction.schema import Extraction
-from dreaming_dagster.graph.stages import extract_pending, reset_failed_extractions
 from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions, read_jsonl, read_longmemeval
 from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError, ProviderUnavailableError
-from dreaming_dagster.pending_work import MAX_EXTRACTION_ATTEMPTS, extraction_retry_params
+from dreaming_dagster.pipeline.pending_work import MAX_EXTRACTION_ATTEMPTS, extraction_retry_params
+from dreaming_dagster.pipeline.stages import extract_pending, reset_failed_extractions
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.sql import load_sql
@@ -406,7 +406,7 @@ def live_subject(database, name: str) -> str:
     from tests.retrieval_fixtures import text_vector
 
     with database.connect() as conn:
-        return str(conn.execute(load_sql("graph/insert_subject"), {
+        return str(conn.execute(load_sql("pipeline/insert_subject"), {
             "user_id": "alice", "kg_id": "default", "subject_text": name, "description_text": "",
             "subject_type": "other", "embedding": text_vector(name), "seen_at": datetime(2026, 1, 1, tzinfo=UTC),
         }).fetchone()["id"])

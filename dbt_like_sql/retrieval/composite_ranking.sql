@@ -164,7 +164,7 @@ candidate_subjects AS (
 -- How often each of those subjects comes up: its links over the user's whole memory (before as_of).
 -- One index-only count per subject (LATERAL), never a scan of the user's links: a heavy user has
 -- hundreds of thousands. The subject ids are already this user's (checked against subjects.user_id
--- above) and a link always carries its subject's user (graph/insert_links), so no user filter is needed
+-- above) and a link always carries its subject's user (pipeline/insert_links), so no user filter is needed
 -- here, and leaving it out keeps the count inside the primary-key index.
 subject_link_counts AS MATERIALIZED (
     SELECT ds.subject_id, counted.link_count

@@ -30,7 +30,7 @@ from dreaming_dagster.consolidation.mutations import (
 from dreaming_dagster.consolidation.rules import Protection, is_protected, merge_drops_identity
 from dreaming_dagster.extraction.normalize import normalize_subject_name
 from dreaming_dagster.extraction.schema import SUBJECT_TYPES
-from dreaming_dagster.graph.merging import append_description
+from dreaming_dagster.pipeline.merging import append_description
 from dreaming_dagster.sql import load_sql
 
 

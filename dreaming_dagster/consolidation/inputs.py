@@ -17,7 +17,7 @@ from datetime import datetime
 import numpy as np
 
 from dreaming_dagster.extraction.normalize import normalize_subject_name
-from dreaming_dagster.tokens import count_tokens
+from dreaming_dagster.ingest.tokens import count_tokens
 
 NEIGHBOURS = 3
 CROSS_CLUSTER_SIMILARITY = 0.85

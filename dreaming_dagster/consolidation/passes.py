@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from psycopg.types.json import Jsonb
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.consolidation.apply import GraphState, Outcome, apply_checked, names_to_embed
 from dreaming_dagster.consolidation.inputs import (
     PassInput,
@@ -31,12 +32,11 @@ from dreaming_dagster.consolidation.mutations import parse_mutations
 from dreaming_dagster.consolidation.providers import Consolidator
 from dreaming_dagster.consolidation.rules import DecayPolicy, Protection
 from dreaming_dagster.embeddings import Embedder, subject_embedding_text
-from dreaming_dagster.graph.stages import user_graph_lock
-from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.ingest.tokens import count_tokens
+from dreaming_dagster.pipeline.stages import user_graph_lock
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import clean_json, clean_text
-from dreaming_dagster.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 DREAM_SESSION = "__dreaming__"

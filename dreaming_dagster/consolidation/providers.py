@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, Field
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.consolidation.inputs import PassInput
 from dreaming_dagster.consolidation.mutations import MUTATION_MODELS
 from dreaming_dagster.consolidation.rules import Protection, is_protected, junk_reason, merge_drops_identity
@@ -17,7 +18,6 @@ from dreaming_dagster.extraction.normalize import normalize_subject_name
 from dreaming_dagster.llm.client import JSONChatClient
 from dreaming_dagster.llm.schemas import flat_union_model, strict_schema
 from dreaming_dagster.prompts import load_prompt
-from dreaming_dagster.settings import DreamingSettings
 
 
 class Proposal(BaseModel):

@@ -1,4 +1,4 @@
-"""Resources shared by every domain, each a slice of :class:`~dreaming_dagster.settings.DreamingSettings`.
+"""Resources shared by every domain, each a slice of :class:`~dreaming_dagster.config.settings.DreamingSettings`.
 
 Every setting is declared once, in the settings object. A resource's fields are generated from the
 settings fields it owns (same type, same description, the resource's prefix dropped: ``embedding_model``
@@ -19,11 +19,11 @@ import dagster as dg
 import pydantic
 from pydantic import PrivateAttr
 
+from dreaming_dagster.config.settings import ENV_PREFIX, DreamingSettings
 from dreaming_dagster.embeddings import Embedder, embedder_from_settings
 from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.llm.factory import extractor_from_settings, refiner_from_settings
-from dreaming_dagster.refinement import Refiner
-from dreaming_dagster.settings import ENV_PREFIX, DreamingSettings
+from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.storage.database import Database
 
 

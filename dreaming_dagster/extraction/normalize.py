@@ -36,3 +36,13 @@ def normalize_subject_name(name: str) -> str:
     words = [_POSSESSIVE.sub("", word) for word in text.split(" ")]
     text = " ".join(_canonical_word(word) for word in words if word)
     return text[:MAX_NAME_CHARS].strip()
+
+
+def canonical_name(value: str, max_words: int | None = None) -> str:
+    """A model's subject name as stored: normalized, at most ``max_words`` words; an empty result is an
+    error (the pydantic validators of extraction and refinement answers both call this)."""
+    words = normalize_subject_name(value).split(" ")
+    name = " ".join(words[:max_words] if max_words else words).strip()
+    if not name:
+        raise ValueError(f"subject name {value!r} has no content")
+    return name

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
-from dreaming_dagster.extraction.normalize import normalize_subject_name
+from dreaming_dagster.extraction.normalize import canonical_name
 from dreaming_dagster.llm.schemas import strict_schema
 
 logger = logging.getLogger(__name__)
@@ -27,13 +27,7 @@ class ExtractedSubject(BaseModel):
     description: TextOrNull = Field(default="", max_length=2000, description="what the pair says about it")
     type: str = Field(default="other", json_schema_extra={"enum": list(SUBJECT_TYPES)})
 
-    @field_validator("name", mode="after")
-    @classmethod
-    def _canonical_name(cls, value: str) -> str:
-        normalized = normalize_subject_name(value)
-        if not normalized:
-            raise ValueError(f"subject name {value!r} has no content")
-        return normalized
+    _canonical_name = field_validator("name", mode="after")(lambda value: canonical_name(value))
 
     @field_validator("type", mode="before")
     @classmethod

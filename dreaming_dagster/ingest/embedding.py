@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dreaming_dagster.embeddings import Embedder, embed_pair_turns
-from dreaming_dagster.pending_work import extraction_retry_params
+from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 

@@ -31,9 +31,9 @@ from dreaming_dagster.ingest.records import (
     parse_pair,
     validate_identifier,
 )
+from dreaming_dagster.ingest.tokens import count_tokens
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
-from dreaming_dagster.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ def save_pairs(user_id: str, pairs: Iterable[object], kg_id: str = "default", *,
     the record index, field and reason), embedded and embedding_pending. See the module docstring for
     the all-or-nothing vs per-record rules.
     """
-    from dreaming_dagster.runtime import default_database, default_embedder, default_settings
+    from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
 
     user_id = validate_identifier(user_id, "user_id")
     kg_id = validate_identifier(kg_id, "kg_id")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.extraction.providers import Extractor, OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.llm.client import JSONChatClient
-from dreaming_dagster.refinement import OfflineRefiner, OpenAIRefiner, Refiner
-from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.pipeline.refinement import OfflineRefiner, OpenAIRefiner, Refiner
 
 
 def chat_client(settings: DreamingSettings, max_tokens: int = 800) -> JSONChatClient:

@@ -20,7 +20,7 @@ def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,
     ``as_of`` ranks the memory as it was at that time (only pairs before it; recency measured from it).
     Uses the environment's settings (``DREAMING_*``): database, embedder and ranker file.
     """
-    from dreaming_dagster.runtime import default_recaller
+    from dreaming_dagster.config.runtime import default_recaller
 
     return default_recaller().recall(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)
 

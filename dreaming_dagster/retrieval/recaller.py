@@ -25,6 +25,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
+from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.ingest.records import (
     MAX_SESSION_ID_CHARS,
@@ -44,7 +45,6 @@ from dreaming_dagster.retrieval.ranker import (
     predict_weights,
 )
 from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES
-from dreaming_dagster.settings import DECLARED_DEFAULTS, DreamingSettings
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import clean_text

@@ -18,8 +18,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import EmbeddingSpec
-from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.sql import load_sql, migration_files
 from dreaming_dagster.storage import embedded
 

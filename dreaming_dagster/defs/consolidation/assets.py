@@ -3,7 +3,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
-from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.partitions import users_partitions
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
     DreamingPolicyResource,
@@ -36,7 +36,7 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
                         llm: LLMResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
     from dreaming_dagster.consolidation.providers import consolidator_from_settings
-    from dreaming_dagster.graph.stages import user_kgs
+    from dreaming_dagster.pipeline.stages import user_kgs
 
     database, model = dreaming_db.database(), embedder.embedder()
     settings = layered_settings(llm, dreaming_policy)  # the provider, and the directive the policy names

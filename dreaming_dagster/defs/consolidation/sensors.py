@@ -3,10 +3,10 @@ import time
 import dagster as dg
 import psycopg
 
-from dreaming_dagster.defs.consolidation.jobs import dream_job
-from dreaming_dagster.defs.memory.partitions import add_new_users
+from dreaming_dagster.defs.consolidation.jobs import consolidation_job
+from dreaming_dagster.defs.partitions import add_new_users
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
-from dreaming_dagster.pending_work import RETRY_AFTER_SECONDS
+from dreaming_dagster.pipeline.pending_work import RETRY_AFTER_SECONDS
 from dreaming_dagster.sql import load_sql
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -21,7 +21,7 @@ def dream_run_key(user_id: str, last_pass_id: str | None, now: float) -> str:
 
 
 @dg.sensor(
-    job=dream_job,
+    job=consolidation_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Requests a consolidation pass for every user whose saved tokens since the last pass reached "
@@ -42,7 +42,7 @@ def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dreami
     for row in rows:
         by_user.setdefault(row["user_id"], row["last_pass_id"])
     busy = {run.tags.get("dagster/partition") for run in context.instance.get_runs(
-        filters=dg.RunsFilter(job_name=dream_job.name, statuses=IN_FLIGHT))}
+        filters=dg.RunsFilter(job_name=consolidation_job.name, statuses=IN_FLIGHT))}
     now = time.time()
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=user, run_key=dream_run_key(user, last_pass, now))

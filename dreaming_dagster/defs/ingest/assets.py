@@ -2,10 +2,10 @@ import time
 
 import dagster as dg
 
-from dreaming_dagster.defs.memory.partitions import users_partitions
+from dreaming_dagster.defs.partitions import users_partitions
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource
-from dreaming_dagster.graph.sync import STAGE_BY_ASSET, StageInputs
 from dreaming_dagster.ingest.embedding import user_stats
+from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs
 from dreaming_dagster.reporting import user_stats_markdown
 
 

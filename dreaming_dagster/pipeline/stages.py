@@ -18,20 +18,20 @@ from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import Embedder, subject_embedding_text
 from dreaming_dagster.extraction.providers import Extractor
-from dreaming_dagster.graph import merging
-from dreaming_dagster.graph.merging import (
+from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
+from dreaming_dagster.pipeline import merging
+from dreaming_dagster.pipeline.merging import (
     DEFAULT_THRESHOLD,
     Candidate,
     append_description,
     choose_merge_target,
 )
-from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
-from dreaming_dagster.pending_work import (
+from dreaming_dagster.pipeline.pending_work import (
     EXTRACTION_RETRY_COOLDOWN_SECONDS,
     MAX_EXTRACTION_ATTEMPTS,
     extraction_retry_params,
 )
-from dreaming_dagster.refinement import Refiner
+from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import clean_text
@@ -57,20 +57,31 @@ def user_graph_lock(database: Database, user_id: str, kg_id: str) -> Iterator[No
 
 def user_kgs(database: Database, user_id: str) -> list[str]:
     with database.connect(vectors=False) as conn:
-        return [row["kg_id"] for row in conn.execute(load_sql("graph/user_kgs"), {"user_id": user_id})]
+        return [row["kg_id"] for row in conn.execute(load_sql("pipeline/user_kgs"), {"user_id": user_id})]
+
+
+@dataclass
+class Failures:
+    """How many rows of a stage failed in a run, and why the last one did."""
+
+    failures: int = 0
+    last_error: str | None = None
+
+    def record(self, error: BaseException) -> str:
+        self.failures += 1
+        self.last_error = f"{type(error).__name__}: {error}"
+        return self.last_error
 
 
 # ------------------------------------------------------------------------------------------ extraction
 @dataclass
-class ExtractionStats:
+class ExtractionStats(Failures):
     pairs: int = 0
     with_subjects: int = 0
     empty: int = 0
     subjects: int = 0
-    failures: int = 0
     not_attempted: int = 0  # not sent: the provider was down earlier in the batch (no attempt counted)
     provider_unavailable: bool = False  # the stage stopped early; the rest waits for the next run
-    last_error: str | None = None
 
 
 def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_id: str, *,
@@ -85,7 +96,7 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
     failed_now: list = []  # retried on a later run, not again in this one
     while True:
         with database.connect() as conn:
-            rows = conn.execute(load_sql("graph/pending_extraction_batch"), {
+            rows = conn.execute(load_sql("pipeline/pending_extraction_batch"), {
                 "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed_now,
                 **extraction_retry_params(max_attempts, cooldown_seconds)}).fetchall()
         if not rows:
@@ -101,17 +112,15 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
                 if not isinstance(result, Exception):
                     try:
                         with conn.transaction():
-                            conn.execute(load_sql("graph/record_extraction"), {
+                            conn.execute(load_sql("pipeline/record_extraction"), {
                                 "id": row["id"], "user_id": user_id, "summary": result.summary,
                                 "extracted_subjects": Jsonb(result.as_json())})
                     except ROW_DATA_ERRORS as exc:
                         result = exc
                 if isinstance(result, Exception):
-                    stats.failures += 1
-                    stats.last_error = f"{type(result).__name__}: {result}"
                     failed_now.append(row["id"])
-                    conn.execute(load_sql("graph/record_extraction_failure"),
-                                 {"id": row["id"], "user_id": user_id, "error": clean_text(stats.last_error)})
+                    conn.execute(load_sql("pipeline/record_extraction_failure"),
+                                 {"id": row["id"], "user_id": user_id, "error": clean_text(stats.record(result))})
                     continue
                 stats.pairs += 1
                 stats.subjects += len(result.subjects)
@@ -144,17 +153,17 @@ def _merge_pair(conn: psycopg.Connection, pair: dict, vectors: dict[str, object]
     reinforced: set[str] = set()  # a pair reinforces a subject once, however many of its names land there
     for subject in subjects:
         known_id = subject.get("subject_id")
-        if known_id and conn.execute(load_sql("graph/live_subject"),
+        if known_id and conn.execute(load_sql("pipeline/live_subject"),
                                      {"id": known_id, "user_id": user_id, "kg_id": kg_id}).fetchone():
             stats.reused += 1
             continue
         embedding = vectors[subject["name"]]
         candidates = [Candidate(str(row["id"]), row["subject_text"], float(row["similarity"]))
-                      for row in conn.execute(load_sql("graph/similar_subjects"), {
+                      for row in conn.execute(load_sql("pipeline/similar_subjects"), {
                           "user_id": user_id, "kg_id": kg_id, "embedding": embedding, "threshold": threshold})]
         target = choose_merge_target(candidates, threshold)
         if target is None:
-            row = conn.execute(load_sql("graph/insert_subject"), {
+            row = conn.execute(load_sql("pipeline/insert_subject"), {
                 "user_id": user_id, "kg_id": kg_id, "subject_text": subject["name"],
                 "description_text": subject.get("description", ""), "subject_type": subject.get("type", "other"),
                 "embedding": embedding, "seen_at": pair["occurred_at"]}).fetchone()
@@ -168,19 +177,19 @@ def _merge_pair(conn: psycopg.Connection, pair: dict, vectors: dict[str, object]
         else:
             subject_id = target.subject_id
             if subject_id not in reinforced:
-                existing = conn.execute(load_sql("graph/live_subject"),
+                existing = conn.execute(load_sql("pipeline/live_subject"),
                                         {"id": subject_id, "user_id": user_id, "kg_id": kg_id}).fetchone()
                 _reinforce(conn, subject_id, existing["description_text"], subject, pair, user_id, kg_id)
             stats.merged += 1
         reinforced.add(subject_id)
         subject["subject_id"] = subject_id
-    conn.execute(load_sql("graph/record_merge"), {"id": pair["id"], "user_id": user_id,
+    conn.execute(load_sql("pipeline/record_merge"), {"id": pair["id"], "user_id": user_id,
                                                   "extracted_subjects": Jsonb(subjects)})
     stats.pairs += 1
 
 
 def _reinforce(conn, subject_id, description: str, subject: dict, pair: dict, user_id: str, kg_id: str) -> None:
-    conn.execute(load_sql("graph/merge_into_subject"), {
+    conn.execute(load_sql("pipeline/merge_into_subject"), {
         "id": subject_id, "user_id": user_id, "kg_id": kg_id, "seen_at": pair["occurred_at"],
         "description_text": append_description(description, subject.get("description", ""))})
 
@@ -196,7 +205,7 @@ def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: s
     database.ensure_schema(embedder.spec)
     while True:
         with database.connect() as conn:
-            pairs = conn.execute(load_sql("graph/pending_merge_batch"),
+            pairs = conn.execute(load_sql("pipeline/pending_merge_batch"),
                                  {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}).fetchall()
         if not pairs:
             return stats
@@ -225,7 +234,7 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
     """
     stats = LinkStats()
     with database.connect() as conn:
-        stats.janitor_reset = len(conn.execute(load_sql("graph/janitor_reset"),
+        stats.janitor_reset = len(conn.execute(load_sql("pipeline/janitor_reset"),
                                                {"user_id": user_id, "kg_id": kg_id}).fetchall())
     if stats.janitor_reset:
         logger.warning("janitor reset %d stored pair(s) without links for %s/%s", stats.janitor_reset,
@@ -233,7 +242,7 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
         merge_pending(database, embedder, user_id, kg_id, threshold=threshold)
     while True:
         with database.connect() as conn:
-            pairs = conn.execute(load_sql("graph/pending_link_batch"),
+            pairs = conn.execute(load_sql("pipeline/pending_link_batch"),
                                  {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}).fetchall()
             if not pairs:
                 return stats
@@ -242,24 +251,22 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
                                       if s.get("subject_id")})
                 with conn.transaction():
                     if subject_ids:
-                        cursor = conn.execute(load_sql("graph/insert_links"), {
+                        cursor = conn.execute(load_sql("pipeline/insert_links"), {
                             "pair_id": pair["id"], "subject_ids": subject_ids, "user_id": user_id,
                             "kg_id": kg_id})
                         stats.links += cursor.rowcount
-                        conn.execute(load_sql("graph/mark_key_subjects"),
+                        conn.execute(load_sql("pipeline/mark_key_subjects"),
                                      {"subject_ids": subject_ids, "user_id": user_id})
-                    conn.execute(load_sql("graph/record_link"), {"id": pair["id"], "user_id": user_id})
+                    conn.execute(load_sql("pipeline/record_link"), {"id": pair["id"], "user_id": user_id})
                 stats.pairs += 1
 
 
 # ------------------------------------------------------------------------------------------- refinement
 @dataclass
-class RefineStats:
+class RefineStats(Failures):
     refined: int = 0
     renamed: int = 0
     name_kept_on_conflict: int = 0
-    failures: int = 0
-    last_error: str | None = None
 
 
 def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, user_id: str, kg_id: str, *,
@@ -270,7 +277,7 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
     failed: list = []  # retried on a later run, not again in this one
     while True:
         with database.connect() as conn:
-            rows = conn.execute(load_sql("graph/pending_refinement_batch"), {
+            rows = conn.execute(load_sql("pipeline/pending_refinement_batch"), {
                 "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed}).fetchall()
         if not rows:
             return stats
@@ -279,8 +286,7 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
                 if not isinstance(result, Exception)]
         for row, result in zip(rows, results, strict=True):
             if isinstance(result, Exception):
-                stats.failures += 1
-                stats.last_error = f"{type(result).__name__}: {result}"
+                stats.record(result)
                 failed.append(row["id"])
         vectors = embedder.embed([subject_embedding_text(result.name) for _, result in done]) if done else []
         with database.connect() as conn:
@@ -288,18 +294,17 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
                 try:
                     with conn.transaction():
                         name = result.name
-                        if name != row["subject_text"] and conn.execute(load_sql("graph/name_taken"), {
+                        if name != row["subject_text"] and conn.execute(load_sql("pipeline/name_taken"), {
                                 "user_id": user_id, "kg_id": kg_id, "subject_text": name,
                                 "id": row["id"]}).fetchone():
                             # Another live subject already has that name; keep ours (dream passes merge them).
                             name = row["subject_text"]
                             stats.name_kept_on_conflict += 1
-                        conn.execute(load_sql("graph/apply_refinement"), {
+                        conn.execute(load_sql("pipeline/apply_refinement"), {
                             "id": row["id"], "user_id": user_id, "kg_id": kg_id, "subject_text": name,
                             "description_text": result.narrative, "embedding": vector})
                 except ROW_DATA_ERRORS as exc:  # this subject stays as it was; the others are refined
-                    stats.failures += 1
-                    stats.last_error = f"{type(exc).__name__}: {exc}"
+                    stats.record(exc)
                     failed.append(row["id"])
                     continue
                 stats.refined += 1
@@ -311,8 +316,8 @@ def clear_user_graph(database: Database, user_id: str, kg_id: str) -> None:
     """Delete the user's subjects (links cascade) and reset every pair's stage checkpoints."""
     params = {"user_id": user_id, "kg_id": kg_id}
     with database.connect() as conn, conn.transaction():
-        conn.execute(load_sql("graph/delete_user_subjects"), params)
-        conn.execute(load_sql("graph/reset_user_checkpoints"), params)
+        conn.execute(load_sql("pipeline/delete_user_subjects"), params)
+        conn.execute(load_sql("pipeline/reset_user_checkpoints"), params)
 
 
 def reset_failed_extractions(database: Database, user_id: str, kg_id: str | None = None, *,
@@ -320,13 +325,13 @@ def reset_failed_extractions(database: Database, user_id: str, kg_id: str | None
     """Give the user's parked pairs (extraction failed ``max_attempts`` times) a fresh budget of attempts,
     so the next run extracts them now instead of after the cool-down. Returns how many."""
     with database.connect(vectors=False) as conn:
-        return len(conn.execute(load_sql("graph/reset_failed_extractions"), {
+        return len(conn.execute(load_sql("pipeline/reset_failed_extractions"), {
             "user_id": user_id, "kg_id": kg_id, "max_attempts": max_attempts}).fetchall())
 
 
 def graph_stats(database: Database, user_id: str) -> dict:
     with database.connect(vectors=False) as conn:
-        return dict(conn.execute(load_sql("graph/graph_stats"), {"user_id": user_id}).fetchone())
+        return dict(conn.execute(load_sql("pipeline/graph_stats"), {"user_id": user_id}).fetchone())
 
 
 def graph_signature(database: Database, user_id: str) -> set[tuple[str, tuple[str, ...]]]:
@@ -339,7 +344,7 @@ def graph_signature(database: Database, user_id: str) -> set[tuple[str, tuple[st
 
 def top_subjects(database: Database, user_id: str, limit: int = 10) -> list[dict]:
     with database.connect(vectors=False) as conn:
-        return conn.execute(load_sql("graph/top_subjects"), {"user_id": user_id, "limit": limit}).fetchall()
+        return conn.execute(load_sql("pipeline/top_subjects"), {"user_id": user_id, "limit": limit}).fetchall()
 
 
 

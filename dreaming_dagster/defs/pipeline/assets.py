@@ -2,7 +2,8 @@ import time
 
 import dagster as dg
 
-from dreaming_dagster.defs.graph.checks import (
+from dreaming_dagster.defs.partitions import users_partitions
+from dreaming_dagster.defs.pipeline.checks import (
     DUPLICATE_CHECK,
     MEGA_NODE_CHECK,
     ORPHAN_CHECK,
@@ -12,16 +13,15 @@ from dreaming_dagster.defs.graph.checks import (
     orphan_pairs_check,
     parked_pairs_check,
 )
-from dreaming_dagster.defs.memory.partitions import users_partitions
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
     DreamingPolicyResource,
     EmbedderResource,
     LLMResource,
 )
-from dreaming_dagster.graph import stages
-from dreaming_dagster.graph.merging import merge_ratio
-from dreaming_dagster.graph.sync import STAGE_BY_ASSET, StageInputs, run_stage, upstream_of
+from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline.merging import merge_ratio
+from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs, run_stage, upstream_of
 from dreaming_dagster.reporting import top_subjects_markdown
 
 
@@ -30,7 +30,7 @@ class PairSubjectsConfig(dg.Config):
 
 
 def run_for_partition(context: dg.AssetExecutionContext, inputs: StageInputs) -> tuple[dict, float]:
-    """Run this asset's stage (graph/sync.STAGES) for each of the partition user's graphs, under the
+    """Run this asset's stage (pipeline/sync.STAGES) for each of the partition user's graphs, under the
     graph lock; sum the stats."""
     totals: dict = {}
     started = time.perf_counter()

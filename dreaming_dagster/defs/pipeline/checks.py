@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from dreaming_dagster.pending_work import extraction_retry_params
+from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dreaming_dagster.settings import DreamingSettings
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.storage import embedded
 
 STORAGE_URL_VARIABLE = "DREAMING_DAGSTER_STORAGE_URL"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder, embedder_from_settings
-from dreaming_dagster.settings import DreamingSettings
 from dreaming_dagster.storage.database import Database
 
 

@@ -1,7 +1,7 @@
 """The dreaming stages in order, stated once, and the fast path that runs them in process.
 
 :data:`STAGES` is the pipeline: each stage names the Dagster asset that runs it and the function it runs.
-The assets in ``defs/graph`` take their lineage (each depends on the stage before) and their work from it,
+The assets in ``defs/pipeline`` take their lineage (each depends on the stage before) and their work from it,
 and ``sync_user`` iterates it, so Dagster and the fast path cannot disagree on what dreaming is.
 
 ``sync_user`` lets an agent that just saved a fact read it back on its next turn without waiting for the
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.extraction.providers import Extractor
-from dreaming_dagster.graph import stages
-from dreaming_dagster.graph.merging import DEFAULT_THRESHOLD, merge_ratio
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.records import validate_identifier
-from dreaming_dagster.refinement import Refiner
+from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, merge_ratio
+from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.storage.database import Database
 
@@ -101,8 +101,8 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
               extractor: Extractor | None = None, refiner: Refiner | None = None,
               kg_id: str | None = None, threshold: float | None = None) -> SyncResult:
     """Run every dreaming stage for ``user_id`` now (all of the user's graphs, or just ``kg_id``)."""
+    from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
     from dreaming_dagster.llm.factory import extractor_from_settings, refiner_from_settings
-    from dreaming_dagster.runtime import default_database, default_embedder, default_settings
 
     user_id = validate_identifier(user_id, "user_id")
     settings = default_settings()

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import dagster as dg
 
-from dreaming_dagster.defs.ranker.config import (
-    LongMemEvalMemoryConfig,
-    LongMemEvalPoolsConfig,
-    RankerModelConfig,
-)
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
     DreamingPolicyResource,
     EmbedderResource,
     LLMResource,
     layered_settings,
+)
+from dreaming_dagster.defs.training.config import (
+    LongMemEvalMemoryConfig,
+    LongMemEvalPoolsConfig,
+    RankerModelConfig,
 )
 from dreaming_dagster.training.workspace import RankerWorkspace
 

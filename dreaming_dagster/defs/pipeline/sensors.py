@@ -3,10 +3,14 @@ import time
 import dagster as dg
 import psycopg
 
-from dreaming_dagster.defs.memory.jobs import dreaming_job
-from dreaming_dagster.defs.memory.partitions import add_new_users
+from dreaming_dagster.defs.partitions import add_new_users
+from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
-from dreaming_dagster.pending_work import RETRY_AFTER_SECONDS, extraction_retry_params, pending_work_run_key
+from dreaming_dagster.pipeline.pending_work import (
+    RETRY_AFTER_SECONDS,
+    extraction_retry_params,
+    pending_work_run_key,
+)
 from dreaming_dagster.sql import load_sql
 
 

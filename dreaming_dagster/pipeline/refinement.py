@@ -9,10 +9,10 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, field_validator
 
-from dreaming_dagster.extraction.normalize import normalize_subject_name
-from dreaming_dagster.graph.merging import description_fragments
+from dreaming_dagster.extraction.normalize import canonical_name
 from dreaming_dagster.llm.client import JSONChatClient, call_each
 from dreaming_dagster.llm.schemas import strict_schema
+from dreaming_dagster.pipeline.merging import description_fragments
 from dreaming_dagster.prompts import load_prompt
 
 MAX_NAME_WORDS = 5
@@ -22,14 +22,7 @@ class Refinement(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     narrative: str = Field(min_length=1, max_length=2000)
 
-    @field_validator("name", mode="after")
-    @classmethod
-    def _short_canonical_name(cls, value: str) -> str:
-        words = normalize_subject_name(value).split(" ")
-        name = " ".join(words[:MAX_NAME_WORDS]).strip()
-        if not name:
-            raise ValueError(f"refined name {value!r} has no content")
-        return name
+    _short_canonical_name = field_validator("name", mode="after")(lambda value: canonical_name(value, MAX_NAME_WORDS))
 
     @field_validator("narrative", mode="before")
     @classmethod
