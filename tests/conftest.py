@@ -17,6 +17,16 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
 
 
+# The files that take longest go first, so with two workers the longest one (the browser test: a demo, a
+# training run and a Dagster UI to start) is not left for last.
+SLOWEST_FIRST = ("test_ui.py", "test_pipeline.py", "test_ranker_job.py", "test_demo.py")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    rank = {name: position for position, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory) -> Path:
     # Short path: the server's Unix socket lives in the data directory (socket paths max ~107 bytes).

@@ -198,3 +198,30 @@ def test_a_launchpad_merge_threshold_reaches_the_merge_stage_and_the_janitor(dat
             metadata = {k: v.value for k, v in result.asset_materializations_for_node("subjects")[0].metadata.items()}
             outcomes[threshold] = (metadata["threshold"], metadata["created"], metadata["merged"])
     assert outcomes == {0.99: (0.99, 2, 0), 0.75: (0.75, 1, 1)}
+
+
+def definitions_summary() -> dict:
+    """What a reviewer should see change in a diff: every asset's spec, check, job, sensor and resource."""
+    definitions = load_defs()
+    graph = definitions.resolve_asset_graph()
+    assets = {}
+    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+        node = graph.get(key)
+        assets[key.to_user_string()] = {
+            "group": node.group_name, "kinds": sorted(node.kinds),
+            "partitions": node.partitions_def.name if node.partitions_def else None,
+            "deps": sorted(k.to_user_string() for k in node.parent_keys),
+            "checks": sorted(c.name for c in graph.asset_check_keys if c.asset_key == key),
+            "pools": sorted(node.pools or []), "description": node.description}
+    sensors = {s.name: {"jobs": sorted(j.name for j in s.jobs), "interval_s": s.minimum_interval_seconds,
+                        "default": s.default_status.value} for s in definitions.sensors}
+    jobs = {j.name: j.description for j in definitions.jobs}
+    resources = {name: sorted(type(r).model_fields) for name, r in definitions.resources.items()}
+    return {"assets": assets, "jobs": dict(sorted(jobs.items())), "sensors": dict(sorted(sensors.items())),
+            "resources": dict(sorted(resources.items()))}
+
+
+def test_the_definitions_match_their_reviewed_snapshot(snapshot):
+    """tests/__snapshots__/test_dagster.ambr is the definitions as last reviewed; after an intended change,
+    `pytest tests/test_dagster.py --snapshot-update` rewrites it and the diff shows what changed."""
+    assert definitions_summary() == snapshot

@@ -24,9 +24,8 @@ def test_the_production_instance_config_loads_on_postgres(database_url, monkeypa
     try:
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert instance.get_runs() == []  # the storage answers (and was migrated)
-        config = instance.get_concurrency_config()
-        assert config.pool_config.default_pool_limit == 4
-        limits = config.run_queue_config.tag_concurrency_limits
+        # The guarantee the profile exists for: one run per user partition (one writer per user's memory).
+        limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
         assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
     finally:
         instance.dispose()
@@ -63,12 +62,19 @@ def test_the_code_location_answers_as_a_grpc_server(database_url):
         server.wait(timeout=30)
 
 
-def test_the_helm_values_launch_runs_on_kubernetes_from_the_grpc_location():
+def test_the_helm_values_agree_with_the_instance_config_and_the_code_location():
+    """Three files describe one deployment; they must not drift apart: the module Helm serves is the code
+    location's, its run queue limits are the instance config's, and the workspace names the location."""
+    import tomllib
+
     values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    instance = yaml.safe_load((DEPLOY / "dagster.yaml").read_text())
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
     (deployment,) = values["dagster-user-deployments"]["deployments"]
-    assert deployment["dagsterApiGrpcArgs"] == ["--module-name", "dreaming_dagster.definitions"]
-    assert values["runLauncher"]["type"] == "K8sRunLauncher"
-    limits = values["dagsterDaemon"]["runCoordinator"]["config"]["queuedRunCoordinator"]["tagConcurrencyLimits"]
-    assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
+    assert deployment["dagsterApiGrpcArgs"] == ["--module-name", project["tool"]["dagster"]["module_name"]]
+    helm_limits = values["dagsterDaemon"]["runCoordinator"]["config"]["queuedRunCoordinator"]["tagConcurrencyLimits"]
+    instance_limits = instance["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert [(lim["key"], lim.get("limit")) for lim in helm_limits] == [(lim["key"], lim.get("limit"))
+                                                                       for lim in instance_limits]
     workspace = yaml.safe_load((DEPLOY / "workspace.yaml").read_text())
-    assert workspace["load_from"][0]["grpc_server"]["location_name"] == "dreaming_dagster"
+    assert workspace["load_from"][0]["grpc_server"]["location_name"] == project["tool"]["dagster"]["code_location_name"]

@@ -23,10 +23,12 @@ def extractor(stub, attempts=2, timeout_s=10.0, fallback="fallback-model"):
 
 def test_structured_output_request(openai_stub):
     openai_stub.chat_script["main-model"] = [("reply", GOOD)]
-    result = extractor(openai_stub).extract("I'm going to Lisbon with my sister Dana", "Fun!")
+    client = JSONChatClient(model="main-model", base_url=openai_stub.base_url, api_key="k", temperature=0.35,
+                            max_tokens=321, attempts_per_model=1, backoff_s=0.0)
+    result = OpenAIExtractor(client).extract("I'm going to Lisbon with my sister Dana", "Fun!")
     assert [s.name for s in result.subjects] == ["Lisbon", "Sister Dana"]
     (call,) = openai_stub.chat_calls()
-    assert call["temperature"] == 0.2 and call["max_tokens"] == 800
+    assert call["temperature"] == 0.35 and call["max_tokens"] == 321  # what the client is given goes out
     assert call["response_format"]["type"] == "json_schema"
     assert call["response_format"]["json_schema"]["schema"]["properties"]["subjects"]["maxItems"] == 5
 
