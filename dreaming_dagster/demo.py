@@ -6,7 +6,6 @@ each user sees a mix of question types), in date order, as their conversation hi
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,10 +27,13 @@ _SHARED_ORACLE = Path("..") / "shared" / "data" / "longmemeval" / "longmemeval_o
 
 
 def default_dataset_path() -> Path:
-    explicit = os.environ.get(DATASET_VARIABLE)
-    if explicit:
-        return Path(explicit)
+    """DREAMING_LONGMEMEVAL_PATH (the settings' ``longmemeval_path``), else the shared oracle file."""
     from dreaming_dagster.config.dagster_env import project_root
+    from dreaming_dagster.config.settings import DreamingSettings
+
+    explicit = DreamingSettings().longmemeval_path
+    if explicit:
+        return explicit
 
     return (project_root() / _SHARED_ORACLE).resolve()
 

@@ -223,5 +223,5 @@ def definitions_summary() -> dict:
 
 def test_the_definitions_match_their_reviewed_snapshot(snapshot):
     """tests/__snapshots__/test_dagster.ambr is the definitions as last reviewed; after an intended change,
-    `pytest tests/test_dagster.py --snapshot-update` rewrites it and the diff shows what changed."""
+    `pytest -n 0 tests/test_dagster.py --snapshot-update` rewrites it and the diff shows what changed."""
     assert definitions_summary() == snapshot

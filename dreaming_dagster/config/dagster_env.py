@@ -21,9 +21,8 @@ def project_root() -> Path:
 
 def dagster_storage_url(settings: DreamingSettings) -> str:
     """Explicit DREAMING_DAGSTER_STORAGE_URL, else the dreaming database's server (psycopg2 scheme)."""
-    explicit = os.environ.get(STORAGE_URL_VARIABLE)
-    if explicit:
-        return explicit
+    if settings.dagster_storage_url:
+        return settings.dagster_storage_url
     if settings.database_url:
         scheme, separator, rest = settings.database_url.partition("://")
         if not separator or scheme not in ("postgresql", "postgres", "postgresql+psycopg2"):

@@ -29,6 +29,12 @@ class DreamingSettings(BaseSettings):
         default=Path(".dreaming"),
         description="Where the embedded Postgres keeps its data directory.",
     )
+    dagster_storage_url: str | None = Field(
+        default=None, description="Dagster's own storage (postgresql+psycopg2://…). Unset: derived from the "
+        "dreaming database (the embedded server's dagster database, or DREAMING_DATABASE_URL's server).")
+    longmemeval_path: Path | None = Field(
+        default=None, description="A LongMemEval-format file for the demo, training and benchmarks. Unset: "
+        "../shared/data/longmemeval/longmemeval_oracle.json next to the project.")
 
     # --- embeddings ----------------------------------------------------------------------------
     embedding_provider: EmbeddingProviderName = Field(
@@ -94,7 +100,7 @@ class DreamingSettings(BaseSettings):
     recall_ef_search: int = Field(default=200, ge=1, le=1000,
                                   description="hnsw.ef_search of recall connections (raised to the pool size)")
 
-    @field_validator("database_url", "embedding_model", "embedding_base_url", "embedding_api_key",
+    @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "embedding_model", "embedding_base_url", "embedding_api_key",
                      "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",
                      mode="before")
     @classmethod

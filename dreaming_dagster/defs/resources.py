@@ -88,12 +88,13 @@ def _owned(prefix: str) -> list[str]:
     return [name for name in DreamingSettings.model_fields if name.startswith(prefix)]
 
 
-_DatabaseSlice = settings_slice("_DatabaseSlice", "", ["database_url", "data_dir"])
+_DATABASE_SETTINGS = ["database_url", "data_dir", "dagster_storage_url"]
+_DatabaseSlice = settings_slice("_DatabaseSlice", "", _DATABASE_SETTINGS)
 _EmbedderSlice = settings_slice("_EmbedderSlice", "", _owned("embedding_"), prefix="embedding_")
 _LLMSlice = settings_slice("_LLMSlice", "", _owned("llm_"), prefix="llm_")
 # Everything else is how dreaming behaves: merge threshold, consolidation budget and decay, recall.
 _POLICY_SETTINGS = [name for name in DreamingSettings.model_fields
-                    if name not in {"database_url", "data_dir"} and not name.startswith(("embedding_", "llm_"))]
+                    if name not in _DATABASE_SETTINGS and not name.startswith(("embedding_", "llm_"))]
 DreamingPolicyResource = settings_slice(
     "DreamingPolicyResource", "How dreaming behaves: the merge threshold, consolidation passes (token "
     "budget, decay) and recall (DREAMING_MERGE_THRESHOLD, DREAMING_DREAM_*, DREAMING_DECAY_*, …).",
