@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test screenshots lint ui bench bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability clean-data
+.PHONY: install browser demo test screenshots lint ui bench clean-data  # bench-<name> come from the pattern rule below (make skips pattern rules for .PHONY targets)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -22,7 +22,12 @@ from pathlib import Path
 import dagster as dg
 from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 
-from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource, LLMResource
+from dreaming_dagster.defs.resources import (
+    DreamingDatabaseResource,
+    DreamingPolicyResource,
+    EmbedderResource,
+    LLMResource,
+)
 from dreaming_dagster.defs.training import assets as ranker_assets
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.training.longmemeval import file_sha256
@@ -67,7 +72,8 @@ def main() -> None:
         data_dir = Path(tmp)
         url = embedded.scratch_database_url(embedded.embedded_url(data_dir / "pgdata", "postgres"), "lme")
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, data_dir=str(data_dir)),
-                     "embedder": EmbedderResource(), "llm": LLMResource()}
+                     "embedder": EmbedderResource(), "llm": LLMResource(),
+                     "dreaming_policy": DreamingPolicyResource()}
         started = time.perf_counter()
         with dg.instance_for_test() as instance:
             result = dg.materialize([getattr(ranker_assets, name) for name in ASSETS], instance=instance,

@@ -55,6 +55,18 @@ def user_graph_lock(database: Database, user_id: str, kg_id: str) -> Iterator[No
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
 
 
+def pending_batches(database: Database, model: str, params: dict) -> Iterator[list[dict]]:
+    """Batches of a stage's pending rows (``model``, bound with ``params``), until none is left. The query
+    is run again for each batch, so rows done by the previous batch drop out; rows a stage wants to leave
+    for a later run go into the list ``params["skip_ids"]``, which the query reads afresh each time."""
+    while True:
+        with database.connect() as conn:
+            rows = conn.execute(load_sql(model), params).fetchall()
+        if not rows:
+            return
+        yield rows
+
+
 def user_kgs(database: Database, user_id: str) -> list[str]:
     with database.connect(vectors=False) as conn:
         return [row["kg_id"] for row in conn.execute(load_sql("pipeline/user_kgs"), {"user_id": user_id})]
@@ -94,13 +106,9 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
     keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock."""
     stats = ExtractionStats()
     failed_now: list = []  # retried on a later run, not again in this one
-    while True:
-        with database.connect() as conn:
-            rows = conn.execute(load_sql("pipeline/pending_extraction_batch"), {
-                "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed_now,
-                **extraction_retry_params(max_attempts, cooldown_seconds)}).fetchall()
-        if not rows:
-            return stats
+    for rows in pending_batches(database, "pipeline/pending_extraction_batch", {
+            "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed_now,
+            **extraction_retry_params(max_attempts, cooldown_seconds)}):
         results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows])
         with database.connect() as conn, conn.transaction():
             for row, result in zip(rows, results, strict=True):
@@ -131,7 +139,8 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
         if stats.provider_unavailable:
             logger.warning("%s/%s: the LLM provider is unavailable (%s); extraction stops until the next run",
                            user_id, kg_id, stats.last_error)
-            return stats
+            break
+    return stats
 
 
 # ------------------------------------------------------------------------------------------------ merge
@@ -203,18 +212,15 @@ def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: s
     """
     stats = MergeStats()
     database.ensure_schema(embedder.spec)
-    while True:
-        with database.connect() as conn:
-            pairs = conn.execute(load_sql("pipeline/pending_merge_batch"),
-                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}).fetchall()
-        if not pairs:
-            return stats
+    for pairs in pending_batches(database, "pipeline/pending_merge_batch",
+                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
         names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
         vectors = dict(zip(names, embedder.embed([subject_embedding_text(n) for n in names]), strict=True))
         with database.connect() as conn:
             for pair in pairs:
                 with conn.transaction():
                     _merge_pair(conn, pair, vectors, user_id, kg_id, threshold, stats)
+    return stats
 
 
 # ------------------------------------------------------------------------------------------------- link
@@ -240,12 +246,9 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
         logger.warning("janitor reset %d stored pair(s) without links for %s/%s", stats.janitor_reset,
                        user_id, kg_id)
         merge_pending(database, embedder, user_id, kg_id, threshold=threshold)
-    while True:
+    for pairs in pending_batches(database, "pipeline/pending_link_batch",
+                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
         with database.connect() as conn:
-            pairs = conn.execute(load_sql("pipeline/pending_link_batch"),
-                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}).fetchall()
-            if not pairs:
-                return stats
             for pair in pairs:
                 subject_ids = sorted({s["subject_id"] for s in (pair["extracted_subjects"] or [])
                                       if s.get("subject_id")})
@@ -259,6 +262,7 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
                                      {"subject_ids": subject_ids, "user_id": user_id})
                     conn.execute(load_sql("pipeline/record_link"), {"id": pair["id"], "user_id": user_id})
                 stats.pairs += 1
+    return stats
 
 
 # ------------------------------------------------------------------------------------------- refinement
@@ -275,12 +279,8 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
     later merges compare against the consolidated subject."""
     stats = RefineStats()
     failed: list = []  # retried on a later run, not again in this one
-    while True:
-        with database.connect() as conn:
-            rows = conn.execute(load_sql("pipeline/pending_refinement_batch"), {
-                "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed}).fetchall()
-        if not rows:
-            return stats
+    for rows in pending_batches(database, "pipeline/pending_refinement_batch",
+                                {"user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed}):
         results = refiner.refine_many([(row["subject_text"], row["description_text"]) for row in rows])
         done = [(row, result) for row, result in zip(rows, results, strict=True)
                 if not isinstance(result, Exception)]
@@ -309,6 +309,7 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
                     continue
                 stats.refined += 1
                 stats.renamed += int(name != row["subject_text"])
+    return stats
 
 
 # ------------------------------------------------------------------------------------------------ rebuild

@@ -2,16 +2,15 @@ import time
 
 import dagster as dg
 
-from dreaming_dagster.defs.partitions import users_partitions
+from dreaming_dagster.defs.pipeline.assets import stage_asset
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource
 from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs
 from dreaming_dagster.reporting import user_stats_markdown
 
 
-@dg.asset(
-    partitions_def=users_partitions,
-    group_name="dreaming",
+@stage_asset(
+    "memory_pairs",
     kinds={"postgres", "pgvector"},
     pool="embedding_model",
     check_specs=[dg.AssetCheckSpec("all_pairs_embedded", asset="memory_pairs",

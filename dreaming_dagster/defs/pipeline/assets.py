@@ -25,6 +25,13 @@ from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs, run_stag
 from dreaming_dagster.reporting import top_subjects_markdown
 
 
+def stage_asset(stage: str, **spec):
+    """The asset of a dreaming stage: named after it, partitioned by user, in the dreaming group, after the
+    stage before it in pipeline/sync.STAGES (the order is stated there, once)."""
+    return dg.asset(name=stage, partitions_def=users_partitions, group_name="dreaming", deps=upstream_of(stage),
+                    **spec)
+
+
 class PairSubjectsConfig(dg.Config):
     rebuild: bool = False  # clear the user's graph and reset every checkpoint first (rebuild_user_graph)
 
@@ -44,10 +51,8 @@ def _metadata(stats: dict, seconds: float, **extra) -> dict:
             "seconds": round(seconds, 3), **extra}
 
 
-@dg.asset(
-    partitions_def=users_partitions,
-    deps=upstream_of("pair_subjects"),
-    group_name="dreaming",
+@stage_asset(
+    "pair_subjects",
     kinds={"postgres", "openai"},
     pool="llm",
     check_specs=[dg.AssetCheckSpec(PARKED_PAIRS_CHECK, asset="pair_subjects",
@@ -79,10 +84,8 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
         check_results=[parked])
 
 
-@dg.asset(
-    partitions_def=users_partitions,
-    deps=upstream_of("subjects"),
-    group_name="dreaming",
+@stage_asset(
+    "subjects",
     kinds={"postgres", "pgvector"},
     check_specs=[dg.AssetCheckSpec(DUPLICATE_CHECK, asset="subjects",
                                    description="No two live subjects of a user's graph share a name.")],
@@ -105,10 +108,8 @@ def subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseRes
         check_results=[duplicate_subjects_check(database, context.partition_key)])
 
 
-@dg.asset(
-    partitions_def=users_partitions,
-    deps=upstream_of("subject_links"),
-    group_name="dreaming",
+@stage_asset(
+    "subject_links",
     kinds={"postgres"},
     check_specs=[
         dg.AssetCheckSpec(MEGA_NODE_CHECK, asset="subject_links",
@@ -138,10 +139,8 @@ def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDataba
                        orphan_pairs_check(database, context.partition_key)])
 
 
-@dg.asset(
-    partitions_def=users_partitions,
-    deps=upstream_of("refined_subjects"),
-    group_name="dreaming",
+@stage_asset(
+    "refined_subjects",
     kinds={"postgres", "openai"},
     pool="llm",
     description=(
