@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from common import ORACLE, ROOT, machine  # first: puts the project on the import path
+from common import ORACLE, RESULTS, ROOT, machine  # first: puts the project on the import path
 from rich.console import Console
 from rich.table import Table
 
@@ -80,22 +80,6 @@ def oracle_users(count: int, questions: int) -> list[list[dict]]:
     return users
 
 
-def graph_health(database: Database, user_id: str) -> dict:
-    with database.connect() as conn:
-        return {
-            "unfinished_pairs": conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE user_id = %s "
-                                             "AND kg_stored_at IS NULL", (user_id,)).fetchone()["n"],
-            "duplicate_subjects": conn.execute(
-                "SELECT count(*) AS n FROM (SELECT 1 FROM subjects WHERE user_id = %s AND archived_at IS NULL "
-                "GROUP BY kg_id, lower(subject_text) HAVING count(*) > 1) d", (user_id,)).fetchone()["n"],
-            "duplicate_links": conn.execute(
-                "SELECT count(*) AS n FROM (SELECT 1 FROM subject_memory_pair_links l JOIN subjects s "
-                "ON s.id = l.subject_id WHERE s.user_id = %s GROUP BY l.subject_id, l.pair_id "
-                "HAVING count(*) > 1) d", (user_id,)).fetchone()["n"],
-            "orphan_pairs": conn.execute(load_sql("checks/orphan_pairs"), {"user_id": user_id}).fetchone()["orphans"],
-        }
-
-
 class _Endpoint(BaseHTTPRequestHandler):
     """An OpenAI-compatible chat endpoint that misbehaves: hangs, or trickles its answer."""
 
@@ -133,7 +117,7 @@ def main() -> None:
     parser.add_argument("--recalls", type=int, default=200)
     parser.add_argument("--bulk-users", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "reliability.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "reliability.json")
     args = parser.parse_args()
     console, rng = Console(), random.Random(args.seed)
     embedder = LocalMiniLMEmbedder(batch_size=64)
@@ -170,8 +154,7 @@ def main() -> None:
             deadline, reached = time.monotonic() + 300, None
             with database.connect() as conn:
                 while time.monotonic() < deadline and process.poll() is None:
-                    row = conn.execute(f"SELECT count({stage}) AS done, count(*) AS n FROM memory_pairs "  # noqa: S608
-                                       "WHERE user_id = %s", (user,)).fetchone()
+                    row = conn.execute(load_sql("bench/stage_progress"), {"user_id": user, "stage": stage}).fetchone()
                     if 0 < row["done"] < row["n"]:
                         reached = f"{row['done']}/{row['n']} pairs past {stage}"
                         break
@@ -179,7 +162,7 @@ def main() -> None:
             process.send_signal(signal.SIGKILL)
             process.wait()
             dream(database, user)
-            health = graph_health(database, user)
+            health = stages.graph_health(database, user)
             kills.append({"user": user, "killed_at": reached or "finished before the kill", **health,
                           "graph_equals_uninterrupted": stages.graph_signature(database, user) == reference[user]})
             console.print(f"kill {index + 1}: {kills[-1]}")
@@ -197,7 +180,7 @@ def main() -> None:
         stages.clear_user_graph(database, user, "default")
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(lambda _: dream(database, user), range(4)))
-        results["concurrent_syncs"] = {"syncs": 4, **graph_health(database, user),
+        results["concurrent_syncs"] = {"syncs": 4, **stages.graph_health(database, user),
                                        "graph_equals_uninterrupted": stages.graph_signature(database, user) == reference[user]}
         console.print(f"concurrent syncs: {results['concurrent_syncs']}")
 
@@ -318,12 +301,7 @@ def main() -> None:
         # --- one statement for many users
         started = time.perf_counter()
         with database.connect() as conn:
-            conn.execute("""
-                INSERT INTO memory_pairs (user_id, session_id, turn_index, user_message, assistant_message,
-                                          occurred_at, token_count, content_hash)
-                SELECT 'bulk-' || (n / 2), 's', n %% 2, 'walked the dog to the park ' || n, 'nice', now(), 8,
-                       md5(n::text)
-                FROM generate_series(0, %s) AS n""", (2 * args.bulk_users - 1,))
+            conn.execute(load_sql("bench/bulk_pairs_for_users"), {"users": args.bulk_users})
             indexed = conn.execute("SELECT count(*) AS n FROM lexical_corpora WHERE user_id LIKE 'bulk-%%'").fetchone()["n"]
         results["bulk_insert"] = {"users": args.bulk_users, "pairs": 2 * args.bulk_users,
                                   "seconds": round(time.perf_counter() - started, 1), "users_indexed": indexed}

@@ -19,7 +19,6 @@ from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from tests.conftest import ORACLE, PROJECT_ROOT, pair, run_concurrently
 
@@ -41,17 +40,9 @@ def graph_signature(database: Database, user_id: str = "alice") -> set[tuple]:
 
 
 def assert_graph_is_clean(database: Database, user_id: str = "alice") -> None:
-    with database.connect() as conn:
-        unfinished = conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE user_id = %s "
-                                  "AND kg_stored_at IS NULL", (user_id,)).fetchone()["n"]
-        duplicates = conn.execute("SELECT count(*) AS n FROM (SELECT 1 FROM subjects WHERE user_id = %s "
-                                  "AND archived_at IS NULL GROUP BY kg_id, lower(subject_text) "
-                                  "HAVING count(*) > 1) d", (user_id,)).fetchone()["n"]
-        orphans = conn.execute(load_sql("checks/orphan_pairs"),
-                               {"user_id": user_id}).fetchone()["orphans"]
-        unlinked = conn.execute("SELECT count(*) AS n FROM subjects s WHERE user_id = %s AND NOT EXISTS "
-                                "(SELECT 1 FROM subject_memory_pair_links l WHERE l.subject_id = s.id)",
-                                (user_id,)).fetchone()["n"]
+    health = stages.graph_health(database, user_id)
+    unfinished, duplicates = health["unfinished_pairs"], health["duplicate_subjects"]
+    orphans, unlinked = health["orphan_pairs"], health["unlinked_subjects"]
     assert (unfinished, duplicates, orphans, unlinked) == (0, 0, 0, 0)
 
 

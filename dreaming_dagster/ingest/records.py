@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from dreaming_dagster.storage.storable import json_problem, text_problem
@@ -60,7 +61,7 @@ class MemoryPair:
     turn_index: int | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
+    @cached_property  # a save reads it several times per pair (dedupe, lookup, insert, result)
     def content_hash(self) -> str:
         """Identity of the exchange: the same pair saved twice hashes the same."""
         key = json.dumps(

@@ -343,6 +343,16 @@ def graph_signature(database: Database, user_id: str) -> set[tuple[str, tuple[st
     return {(row["subject_text"], tuple(row["pairs"])) for row in rows}
 
 
+def graph_health(database: Database, user_id: str) -> dict[str, int]:
+    """What must be zero once the user's graph is dreamed: unfinished pairs, duplicate subjects and links,
+    orphan pairs, unlinked subjects (crash-recovery tests and bench/reliability.py read it)."""
+    params = {"user_id": user_id}
+    with database.connect(vectors=False) as conn:
+        health = dict(conn.execute(load_sql("checks/graph_health"), params).fetchone())
+        health["orphan_pairs"] = conn.execute(load_sql("checks/orphan_pairs"), params).fetchone()["orphans"]
+    return health
+
+
 def top_subjects(database: Database, user_id: str, limit: int = 10) -> list[dict]:
     with database.connect(vectors=False) as conn:
         return conn.execute(load_sql("pipeline/top_subjects"), {"user_id": user_id, "limit": limit}).fetchall()
@@ -368,5 +378,5 @@ def stats_dict(stats) -> dict:
 
 
 __all__ = ["accumulate", "ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
-           "graph_signature", "graph_stats", "link_pending", "merge_pending", "refine_pending",
+           "graph_health", "graph_signature", "graph_stats", "link_pending", "merge_pending", "refine_pending",
            "reset_failed_extractions", "stats_dict", "top_subjects", "user_graph_lock", "user_kgs"]
