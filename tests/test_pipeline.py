@@ -46,11 +46,20 @@ def assert_graph_is_clean(database: Database, user_id: str = "alice") -> None:
     assert (unfinished, duplicates, orphans, unlinked) == (0, 0, 0, 0)
 
 
-def test_sync_builds_a_clean_graph_and_is_idempotent(database, local_embedder):
-    records = oracle_records()
-    save_pairs("alice", records, database=database, embedder=local_embedder)
-    result = sync(database, local_embedder)
-    assert result.extraction["pairs"] == len(records)
+@pytest.fixture(scope="module")
+def dreamed_slice(pg_admin_url, local_embedder) -> tuple[Database, object, set[tuple]]:
+    """The 6-question oracle slice saved and dreamed in one uninterrupted sync, once for this module: the
+    graph the kill, rebuild and idempotence tests must reproduce (their own databases start empty)."""
+    from dreaming_dagster.storage import embedded
+
+    database = Database(embedded.scratch_database_url(pg_admin_url, "slice"))
+    save_pairs("alice", oracle_records(), database=database, embedder=local_embedder)
+    return database, sync(database, local_embedder), graph_signature(database)
+
+
+def test_sync_builds_a_clean_graph_and_is_idempotent(dreamed_slice, local_embedder):
+    database, result, before = dreamed_slice
+    assert result.extraction["pairs"] == len(oracle_records())
     assert result.merge["created"] > 0 and result.merge["merged"] > 0
     assert result.links["links"] >= result.merge["created"]
     assert result.refinement["refined"] > 0
@@ -60,8 +69,7 @@ def test_sync_builds_a_clean_graph_and_is_idempotent(database, local_embedder):
     with database.connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM subjects WHERE description_text LIKE '%% | %%'"
                             ).fetchone()["n"] == 0  # every junk drawer was refined
-    before = graph_signature(database)
-    again = sync(database, local_embedder)
+    again = sync(database, local_embedder)  # changes nothing, so the shared graph stays as it was
     assert (again.extraction["pairs"], again.merge["pairs"], again.links["pairs"]) == (0, 0, 0)
     assert graph_signature(database) == before
 
@@ -129,12 +137,13 @@ def test_one_users_sync_never_touches_another(database, local_embedder):
     assert bob == {"done": 0, "subjects": 0} and cross == 0
 
 
-def test_rebuild_gives_the_same_graph_as_the_incremental_run(database, local_embedder):
+def test_rebuild_gives_the_same_graph_as_the_incremental_run(database, local_embedder, dreamed_slice):
     records = oracle_records(6)
     for start in range(0, len(records), 25):  # arrives in chunks, dreamed after each
         save_pairs("alice", records[start:start + 25], database=database, embedder=local_embedder)
         sync(database, local_embedder)
     incremental = graph_signature(database)
+    assert incremental == dreamed_slice[2]  # chunked arrival dreams the same graph as one sync
     stages.clear_user_graph(database, "alice", "default")
     with database.connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM subjects").fetchone()["n"] == 0
@@ -143,9 +152,9 @@ def test_rebuild_gives_the_same_graph_as_the_incremental_run(database, local_emb
     assert_graph_is_clean(database)
 
 
-def test_a_sync_killed_mid_way_completes_on_the_next_run(database_url, local_embedder, tmp_path):
+def test_a_sync_killed_mid_way_completes_on_the_next_run(database_url, local_embedder, dreamed_slice):
     database = Database(database_url)
-    save_pairs("alice", oracle_records(12), database=database, embedder=local_embedder)
+    save_pairs("alice", oracle_records(), database=database, embedder=local_embedder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")}
     env.update(DREAMING_DATABASE_URL=database_url, DREAMING_LLM_PROVIDER="offline")
     process = subprocess.Popen([sys.executable, "-m", "dreaming_dagster.cli", "sync", "--user", "alice"],
@@ -163,8 +172,4 @@ def test_a_sync_killed_mid_way_completes_on_the_next_run(database_url, local_emb
     assert merged["m"] > 0, "the sync never got to the merge stage"
     sync(database, local_embedder)
     assert_graph_is_clean(database)
-    resumed = graph_signature(database)
-
-    stages.clear_user_graph(database, "alice", "default")  # the same data dreamed without interruption
-    sync(database, local_embedder)
-    assert graph_signature(database) == resumed
+    assert graph_signature(database) == dreamed_slice[2]  # the same data dreamed without interruption

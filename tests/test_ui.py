@@ -22,10 +22,13 @@ BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DREAMING = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
 RANKER = ["longmemeval_memory", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
-RANKER_CONFIG = """ops:
-  longmemeval_memory: {config: {limit_questions: 12, user_prefix: longmemeval-ui}}
+# The smallest run that fills every page the tests open: one process for all steps (a step process per
+# asset would import torch and Dagster four times over), 8 questions, one epoch.
+RANKER_CONFIG = """execution: {config: {in_process: {}}}
+ops:
+  longmemeval_memory: {config: {limit_questions: 8, user_prefix: longmemeval-ui}}
   longmemeval_pools: {config: {pool_size: 20}}
-  ranker_model: {config: {epochs: 2, promote: false}}
+  ranker_model: {config: {epochs: 1, promote: false}}
 """
 
 if not CHROMIUM:

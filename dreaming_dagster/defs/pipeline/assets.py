@@ -46,6 +46,13 @@ def run_for_partition(context: dg.AssetExecutionContext, inputs: StageInputs) ->
     return totals, time.perf_counter() - started
 
 
+def merging_inputs(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
+                   embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> StageInputs:
+    """What the merge stage and the link janitor (which re-merges with the same rule) both need."""
+    return StageInputs(dreaming_db.database(), context.partition_key, embedder=embedder.embedder(),
+                       threshold=dreaming_policy.settings().merge_threshold)
+
+
 def _metadata(stats: dict, seconds: float, **extra) -> dict:
     return {**{key: value for key, value in stats.items() if value is not None},
             "seconds": round(seconds, 3), **extra}
@@ -98,14 +105,12 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
 )
 def subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
              embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
-    database, model = dreaming_db.database(), embedder.embedder()
-    threshold = dreaming_policy.settings().merge_threshold
-    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, embedder=model,
-                                                             threshold=threshold))
+    inputs = merging_inputs(context, dreaming_db, embedder, dreaming_policy)
+    totals, seconds = run_for_partition(context, inputs)
     totals["merge_ratio"] = merge_ratio(totals.get("created", 0), totals.get("merged", 0))
     return dg.MaterializeResult(
-        metadata=_metadata(totals, seconds, threshold=threshold),
-        check_results=[duplicate_subjects_check(database, context.partition_key)])
+        metadata=_metadata(totals, seconds, threshold=inputs.threshold),
+        check_results=[duplicate_subjects_check(inputs.database, context.partition_key)])
 
 
 @stage_asset(
@@ -125,10 +130,9 @@ def subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseRes
 )
 def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
                   embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
-    database, model = dreaming_db.database(), embedder.embedder()
-    threshold = dreaming_policy.settings().merge_threshold  # the janitor re-merges with the same rule
-    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, embedder=model,
-                                                             threshold=threshold))
+    inputs = merging_inputs(context, dreaming_db, embedder, dreaming_policy)
+    database = inputs.database
+    totals, seconds = run_for_partition(context, inputs)
     graph = stages.graph_stats(database, context.partition_key)
     top = stages.top_subjects(database, context.partition_key, limit=10)
     return dg.MaterializeResult(

@@ -26,12 +26,16 @@ def workspace(dreaming_db: DreamingDatabaseResource) -> RankerWorkspace:
     return RankerWorkspace(dreaming_db.settings().data_dir.resolve() / "ranker").ensure()
 
 
+def ranker_asset(*, after=None, **spec):
+    """An asset of the ranker chain (group ``ranker``), after the asset it reads from."""
+    return dg.asset(group_name="ranker", deps=[after] if after is not None else None, **spec)
+
+
 def png_markdown(png: bytes, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
 
 
-@dg.asset(
-    group_name="ranker",
+@ranker_asset(
     kinds={"postgres", "python"},
     pool="llm",
     description=(
@@ -72,9 +76,8 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
     })
 
 
-@dg.asset(
-    group_name="ranker",
-    deps=[longmemeval_memory],
+@ranker_asset(
+    after=longmemeval_memory,
     kinds={"postgres", "pandas", "parquet"},
     description=(
         "For every answerable question, the hybrid candidate pool (top-K by cosine ∪ top-K by BM25) with all "
@@ -128,9 +131,8 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
     })
 
 
-@dg.asset(
-    group_name="ranker",
-    deps=[longmemeval_pools],
+@ranker_asset(
+    after=longmemeval_pools,
     kinds={"torch"},
     description=(
         "The Composite ranker trained with ApproxNDCG on the hybrid pools: v3 (8 weights + scale, with lex) "
@@ -187,9 +189,8 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
     })
 
 
-@dg.asset(
-    group_name="ranker",
-    deps=[ranker_model],
+@ranker_asset(
+    after=ranker_model,
     kinds={"torch", "markdown"},
     description=(
         "Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1, v2 and v3 on identical hybrid pools, "
