@@ -198,10 +198,37 @@ def stats(user_id: str) -> None:
                       f"{row['pending_embedding']:,}", f"{row['pending_extraction']:,}",
                       f"{row['failed_extraction']:,}", str(row["first_occurred_at"]), str(row["last_occurred_at"]))
     wide_console().print(table if rows else f"{user_id} has no memory pairs")
+    if rows:
+        _print_graph(user_id)
     parked = sum(row["failed_extraction"] for row in rows)
     if parked:
         console.print(f"[yellow]{parked:,} pair(s) failed extraction on every attempt; they are retried after a "
                       f"cool-down, or now with `dreaming retry-failed --user {user_id}`")
+
+
+def _print_graph(user_id: str) -> None:
+    """The graph's shape (pipeline/stages.graph_report) and its top subjects, hubs marked."""
+    from rich.table import Table
+
+    from dreaming_dagster.pipeline.stages import graph_report, top_subjects
+
+    graph = Table(title=f"graph of {user_id}")
+    for column in ("kg", "subjects", "links", "singletons", "median subjects/pair", "largest subject", "hubs",
+                   "generic subjects"):
+        graph.add_column(column)
+    for r in graph_report(default_database(), user_id):
+        largest = (f"{r['largest_subject']} ({100 * r['largest_share']:.1f}% of pairs"
+                   f"{', hub' if r['largest_is_hub'] else ''})" if r["largest_subject"] else "–")
+        graph.add_row(r["kg_id"], f"{r['subjects']:,}", f"{r['links']:,}", f"{100 * r['singleton_share']:.0f}%",
+                      str(r["median_subjects_per_pair"]), largest, str(r["hubs"]),
+                      f"{r['generic_subjects']:,} ({100 * r['generic_share']:.1f}%)")
+    wide_console().print(graph)
+    top = Table(title=f"top subjects of {user_id}")
+    for column in ("subject", "type", "linked pairs", "hub"):
+        top.add_column(column)
+    for row in top_subjects(default_database(), user_id, limit=10):
+        top.add_row(row["subject_text"], row["subject_type"], f"{row['linked_pairs']:,}", "hub" if row["hub"] else "")
+    wide_console().print(top)
 
 
 @main.command("retry-failed")
@@ -233,11 +260,15 @@ def sync(user_id: str, kg_id: str | None) -> None:
     except InvalidInputError as exc:
         _fail(str(exc))
     graph = graph_stats(default_database(), user_id)
+    hubs = sum(report["hubs"] for report in result.graph)
     click.echo(f"{user_id}: embedded {result.embedded} · extracted {result.extraction.get('pairs', 0)} "
                f"(failed {result.extraction.get('failures', 0)}) · subjects created {result.merge.get('created', 0)}, "
                f"merged {result.merge.get('merged', 0)} · links {result.links.get('links', 0)} · refined "
                f"{result.refinement.get('refined', 0)} · {result.seconds} s")
-    click.echo(f"graph: {graph['subjects']} subjects, {graph['links']} links over {graph['pairs']} pairs")
+    click.echo(f"graph: {graph['subjects']} subjects, {graph['links']} links over {graph['pairs']} pairs, "
+               f"{hubs} hub(s)")
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @main.command()

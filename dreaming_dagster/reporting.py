@@ -32,11 +32,28 @@ def top_subjects_markdown(user_id: str, rows: Sequence[dict]) -> str:
     if not rows:
         return f"User `{user_id}` has no subjects yet."
     lines = [f"### Top subjects of `{user_id}` by linked pairs", "",
-             "| subject | type | linked pairs | reinforced | refined |", "|---|---|---:|---:|---|"]
+             "| subject | type | linked pairs | reinforced | refined | hub |", "|---|---|---:|---:|---|---|"]
     for row in rows:
         name = str(row["subject_text"]).replace("|", "\\|")
         lines.append(f"| {name} | {row['subject_type']} | {row['linked_pairs']} | "
-                     f"{row['reinforcement_count']} | {'yes' if row['refined'] else ''} |")
+                     f"{row['reinforcement_count']} | {'yes' if row['refined'] else ''} | "
+                     f"{'yes' if row.get('hub') else ''} |")
+    return "\n".join(lines)
+
+
+def graph_report_markdown(user_id: str, reports: Sequence[dict]) -> str:
+    """pipeline/stages.graph_report as a table: one row per knowledge graph."""
+    if not reports:
+        return f"User `{user_id}` has no memory pairs."
+    lines = [f"### The graph of `{user_id}`", "",
+             "| kg | pairs | subjects | links | singletons | median subjects/pair | largest subject | hubs | "
+             "generic |", "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in reports:
+        largest = (f"{r['largest_subject']} ({100 * r['largest_share']:.1f}%{', hub' if r['largest_is_hub'] else ''})"
+                   if r["largest_subject"] else "–").replace("|", "\\|")
+        lines.append(f"| {r['kg_id']} | {r['pairs']:,} | {r['subjects']:,} | {r['links']:,} | "
+                     f"{100 * r['singleton_share']:.0f}% | {r['median_subjects_per_pair']} | {largest} | "
+                     f"{r['hubs']} | {100 * r['generic_share']:.1f}% |")
     return "\n".join(lines)
 
 

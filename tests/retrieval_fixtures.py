@@ -13,6 +13,7 @@ import numpy as np
 from dreaming_dagster.embeddings import EmbeddingSpec, pair_embedding_texts
 from dreaming_dagster.ingest.records import MemoryPair
 from dreaming_dagster.ingest.save import save_validated_pairs
+from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.signals import PoolPair, bm25, pair_similarity, reference_signals
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
@@ -81,7 +82,7 @@ class UserMemory:
 
     def reference(self, query: np.ndarray, size: int, *, as_of: datetime | None = None,
                   reference_time: datetime, session_id: str | None = None, query_lexemes: Sequence[str] = (),
-                  lexical_size: int = 0) -> dict[str, dict[str, float]]:
+                  lexical_size: int = 0, hubs: HubRule = DEFAULT_HUB_RULE) -> dict[str, dict[str, float]]:
         occurred = {p.pair_id: p.occurred_at for p in self.pairs}
         pair_subjects = {pid: [s for s in subjects if s in self.live_subjects] for pid, subjects in self.links.items()}
         link_counts: dict[str, int] = {}
@@ -94,7 +95,8 @@ class UserMemory:
         return reference_signals(query, pool, pair_subjects=pair_subjects,
                                  subject_embeddings=self.subject_vectors, subject_link_counts=link_counts,
                                  reference_time=reference_time, session_id=session_id,
-                                 lexical_scores=self.bm25_scores(query_lexemes, as_of))
+                                 lexical_scores=self.bm25_scores(query_lexemes, as_of),
+                                 user_pairs=len(self.pairs), hubs=hubs)
 
 
 def build_user(database: Database, user_id: str, *, pairs: int, subjects: int, seed: int,

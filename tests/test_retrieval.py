@@ -3,6 +3,7 @@ without a model, as_of and session semantics, v1/v2 model files, recall's inputs
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreaming_dagster.ingest.records import InvalidInputError
+from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.features import FEATURE_NAMES, UserProfile, build_features
 from dreaming_dagster.retrieval.ranker import (
     COSINE_ONLY,
@@ -44,11 +46,19 @@ def sql_pool(database, user_id, query, *, pool_size, weights=COSINE_ONLY, query_
                               **kwargs)
 
 
+# A strict hub rule for a 40-pair user (a subject on more than 15% of them is a hub): hubs then get no
+# weight in subj_freq, subj_sem and neighbor_density, on both sides.
+STRICT_HUBS = HubRule(share=0.15, min_pairs=10)
+
+
 @pytest.mark.parametrize("as_of", [None, EPOCH + timedelta(days=30)])
-@pytest.mark.parametrize("session_id", [None, "s1"])
+@pytest.mark.parametrize(("session_id", "hubs"), [(None, DEFAULT_HUB_RULE), ("s1", STRICT_HUBS)])
 @pytest.mark.parametrize("lexical_pool_size", [0, 6])
-def test_sql_signals_equal_the_python_reference(database, memory, as_of, session_id, lexical_pool_size):
+def test_sql_signals_equal_the_python_reference(database, memory, as_of, session_id, hubs, lexical_pool_size):
     rng = np.random.default_rng(7)
+    linked = Counter(s for subjects in memory["alice"].links.values() for s in subjects)
+    hub_count = sum(hubs.is_hub(n, len(memory["alice"].pairs)) for n in linked.values())
+    assert (hub_count > 0) == (hubs is STRICT_HUBS)  # the strict rule really meets hubs here
     lexical_candidates = 0
     for text in QUERIES:
         query = text_vector(text)
@@ -56,12 +66,12 @@ def test_sql_signals_equal_the_python_reference(database, memory, as_of, session
         reference_time = as_of or NOW
         expected = memory["alice"].reference(query, 12, as_of=as_of, reference_time=reference_time,
                                              session_id=session_id, query_lexemes=query_lexemes,
-                                             lexical_size=lexical_pool_size)
+                                             lexical_size=lexical_pool_size, hubs=hubs)
         weights = SignalWeights(tuple(rng.dirichlet(np.ones(len(SIGNAL_NAMES)))), float(rng.uniform(0.5, 3)),
                                 "random")
         rows = sql_pool(database, "alice", query, pool_size=12, weights=weights, as_of=as_of,
                         reference_time=reference_time, session_id=session_id, query_text=text,
-                        lexical_pool_size=lexical_pool_size)
+                        lexical_pool_size=lexical_pool_size, hubs=hubs)
         assert {str(r["id"]) for r in rows} == set(expected)
         lexical_candidates += sum(not r["in_vector_pool"] for r in rows)
         assert all(r["in_lexical_pool"] or r["in_vector_pool"] for r in rows)

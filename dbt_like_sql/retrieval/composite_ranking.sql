@@ -5,7 +5,8 @@
 -- (BM25 candidates; 0 for a vector-only pool), lexical_postings_budget, lexical_postings_per_word,
 -- lexical_rescore, bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
 -- that happened before it), reference_time (the "now" of rec_exp: as_of or the wall clock), session_id
--- (the caller's session or NULL), weights (float8[8], in signal order), scale, row_limit, remember_query.
+-- (the caller's session or NULL), weights (float8[8], in signal order), scale, row_limit, remember_query,
+-- hub_share and hub_min_pairs (pipeline/hubs.HubRule).
 --
 -- Pool: the union of the top pool_size pairs by cosine and the top lexical_pool_size pairs by BM25 over
 -- the user's lexical index (migration 0008), each candidate with every signal.
@@ -178,20 +179,36 @@ subject_link_counts AS MATERIALIZED (
                 WHERE lp.id = l.pair_id AND lp.occurred_at < %(as_of)s::timestamptz))
     ) counted
 ),
+-- How specific each subject is (pipeline/hubs.py): an IDF over the user's pairs scaled to [0, 1],
+-- ln(N/n)/ln(N), and 0 for a hub (more than hub_share of the N pairs, once N >= hub_min_pairs). N is the
+-- user's whole corpus (as for BM25); n the subject's links before as_of. A speaker's name on most pairs
+-- then adds nothing to subj_freq, subj_sem or neighbor_density.
+subject_weights AS MATERIALIZED (
+    SELECT slc.subject_id, slc.link_count,
+           CASE WHEN n.pairs >= %(hub_min_pairs)s AND slc.link_count > %(hub_share)s::float8 * n.pairs THEN 0::float8
+                WHEN n.pairs < 2 THEN 1::float8
+                ELSE least(greatest(ln(n.pairs / greatest(slc.link_count, 1)) / ln(n.pairs), 0), 1) END AS specificity
+    FROM subject_link_counts slc
+    CROSS JOIN (SELECT coalesce((SELECT pair_count FROM corpus), 0)::float8 AS pairs) n
+),
 pair_subject_scores AS MATERIALIZED (
     SELECT cs.pair_id,
-           sum(coalesce(slc.link_count, 0))::float8 AS subject_links,
-           max(cs.subject_similarity) AS best_subject_similarity
+           sum(sw.link_count * sw.specificity)::float8 AS subject_links,
+           max(cs.subject_similarity) FILTER (WHERE sw.specificity > 0) AS best_subject_similarity
     FROM candidate_subjects cs
-    LEFT JOIN subject_link_counts slc USING (subject_id)
+    JOIN subject_weights sw USING (subject_id)
     GROUP BY cs.pair_id
 ),
--- Candidates sharing at least one subject with each candidate (itself excluded).
+-- Each candidate's neighbours: the other candidates sharing a subject with it, each counted by the most
+-- specific subject they share (a shared hub counts 0).
 neighbor_counts AS MATERIALIZED (
-    SELECT a.pair_id, count(DISTINCT b.pair_id)::float8 AS neighbors
-    FROM candidate_subjects a
-    JOIN candidate_subjects b ON b.subject_id = a.subject_id AND b.pair_id <> a.pair_id
-    GROUP BY a.pair_id
+    SELECT shared.pair_id, sum(shared.weight)::float8 AS neighbors
+    FROM (SELECT a.pair_id, b.pair_id AS other, max(sw.specificity) AS weight
+          FROM candidate_subjects a
+          JOIN candidate_subjects b ON b.subject_id = a.subject_id AND b.pair_id <> a.pair_id
+          JOIN subject_weights sw ON sw.subject_id = a.subject_id
+          GROUP BY a.pair_id, b.pair_id) shared
+    GROUP BY shared.pair_id
 ),
 raw_signals AS (
     SELECT c.*,

@@ -63,10 +63,20 @@ class DreamingSettings(BaseSettings):
     llm_attempts_per_model: int = Field(default=3, ge=1, le=10)
     llm_backoff_seconds: float = Field(default=1.0, ge=0)
     llm_timeout_seconds: float = Field(default=60.0, gt=0)
+    llm_offline_extractor: Literal["entities", "keyphrases"] = Field(
+        default="entities", description="the offline extractor: entities = named entities and noun phrases "
+        "(spaCy's small English pipeline); keyphrases = the earlier YAKE keyphrases")
+    llm_offline_processes: int = Field(
+        default=2, ge=1, le=64, description="worker processes the entities extractor parses a large batch "
+        "with (spaCy's nlp.pipe n_process); 1 keeps it in the calling process")
 
     # --- the dreaming pipeline -------------------------------------------------------------------
     merge_threshold: float = Field(default=0.75, gt=0, le=1,
                                    description="cosine similarity at or above which a subject merges")
+    graph_hub_share: float = Field(default=0.10, gt=0, le=1, description="a subject linked to more than this "
+                                   "share of a user's pairs is a hub: flagged, kept, and given no ranking weight")
+    graph_hub_min_pairs: int = Field(default=50, ge=1, description="the pairs a user needs before any subject "
+                                     "can be a hub")
 
     # --- consolidation passes ("dreaming passes") ------------------------------------------------
     dream_token_threshold: int = Field(default=100_000, ge=1,

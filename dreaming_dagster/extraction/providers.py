@@ -1,10 +1,10 @@
-"""Extraction providers: ``openai`` (any OpenAI-compatible chat endpoint) and ``offline`` (YAKE).
+"""Extraction providers: ``openai`` (any OpenAI-compatible chat endpoint) and two offline ones.
 
-Why YAKE for offline: it is an unsupervised statistical keyphrase extractor (Campos et al., 2020) that
-needs no model, corpus or download, is deterministic, and runs at ~180 pairs/s on one core here (`make bench-stages`). spaCy's
-named-entity models are not on PyPI; KeyBERT would run the embedding model a second time; RAKE via NLTK
-needs a stop-word download. YAKE keeps proper nouns ("Shell gas station") and multi-word terms
-("miles per gallon") well; a small filter drops conversational filler ("makes sense", "thanks").
+``offline`` (the default without an endpoint) reads named entities and noun phrases with spaCy's small
+English pipeline (``extraction/entities.py``): subjects a person would recognise ("Golden Gate Park",
+"Sourdough Recipe", "Rachel"), typed from the entity label, deterministic, no download at run time.
+``offline-keyphrases`` is the earlier YAKE extractor (Campos et al., 2020), kept for the side-by-side in
+``make bench-graph``: statistical keyphrases, fast, but fragments ("Bit Sore", "Heard Great Things").
 """
 
 from __future__ import annotations
@@ -14,11 +14,14 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Protocol
 
+from dreaming_dagster.extraction import entities
 from dreaming_dagster.extraction.schema import ExtractedSubject, Extraction, json_schema
 from dreaming_dagster.llm.client import JSONChatClient, call_each
 from dreaming_dagster.prompts import load_prompt
 
 MAX_PROMPT_CHARS_PER_TURN = 12_000
+# What the offline extractors read of a turn: user turns average ~51 words; a rare pasted essay is cut.
+MAX_OFFLINE_CHARS = 4000
 
 
 class Extractor(Protocol):
@@ -29,17 +32,69 @@ class Extractor(Protocol):
         ...
 
 
-# ---------------------------------------------------------------------------------------------- offline
+# ----------------------------------------------------------------------------------------------- spaCy
+class OfflineExtractor:
+    """Deterministic, network-free extraction: named entities and noun phrases of the user's turn and of
+    the first ``reply_sentences`` sentences of the reply, the ``max_subjects`` most salient kept.
+
+    ``processes`` > 1 parses a batch of at least ``PARALLEL_MIN_PAIRS`` pairs in that many worker
+    processes (spaCy's ``nlp.pipe(n_process=…)``); parsing is the whole cost, so two cores nearly double it.
+    """
+
+    provider = "offline"
+    PARALLEL_MIN_PAIRS = 200
+
+    def __init__(self, max_subjects: int = 3, reply_sentences: int = 2, processes: int = 1):
+        if max_subjects < 0 or reply_sentences < 0 or processes < 1:
+            raise ValueError("max_subjects and reply_sentences must be ≥ 0, processes ≥ 1")
+        self.max_subjects, self.reply_sentences, self.processes = max_subjects, reply_sentences, processes
+
+    def _texts(self, user_message: str, assistant_message: str) -> tuple[str, str]:
+        user = user_message.strip()[:MAX_OFFLINE_CHARS]
+        if not user:  # nothing from the user: the reply is all there is to read
+            return "", assistant_message.strip()[:MAX_OFFLINE_CHARS]
+        return user, entities.reply_head(assistant_message, self.reply_sentences)
+
+    def _extraction(self, user_message: str, assistant_message: str, user_doc, reply_doc) -> Extraction:
+        found = entities.candidates(user_doc, reply_doc)
+        subjects = [{"name": c.name, "description": c.sentence, "type": c.type}
+                    for c in entities.salient(found, self.max_subjects)]
+        return Extraction.model_validate({
+            "summary": entities.first_sentence(user_message or assistant_message), "subjects": subjects})
+
+    def extract(self, user_message: str, assistant_message: str) -> Extraction:
+        return self.extract_many([(user_message, assistant_message)])[0]  # type: ignore[return-value]
+
+    def _parse(self, texts: list[str], processes: int, entities_only: bool) -> list:
+        nlp = entities.english_pipeline()
+        # The reply is read for names alone: the entity recogniser without tagger, parser and lemmatiser
+        # reads ~2x faster, and the reply's noun phrases are not used.
+        disable = [name for name in nlp.pipe_names if name not in ("ner",)] if entities_only else []
+        return list(nlp.pipe(texts, batch_size=64, n_process=processes, disable=disable))
+
+    def extract_many(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
+        texts = [self._texts(user, reply) for user, reply in pairs]
+        processes = self.processes if len(pairs) >= self.PARALLEL_MIN_PAIRS else 1
+        try:
+            user_docs = self._parse([user for user, _ in texts], processes, entities_only=False)
+            reply_docs = self._parse([reply for _, reply in texts], processes, entities_only=True)
+        except Exception:  # noqa: BLE001 - one unreadable text must not fail the batch: read pair by pair
+            if len(pairs) == 1:
+                raise
+            return call_each(lambda user, reply: self.extract_many([(user, reply)])[0], pairs, max_in_flight=1)
+        results: list[Extraction | Exception] = []
+        for (user, reply), user_doc, reply_doc in zip(pairs, user_docs, reply_docs, strict=True):
+            try:
+                results.append(self._extraction(user, reply, user_doc, reply_doc))
+            except Exception as error:  # noqa: BLE001 - recorded per pair by the stage
+                results.append(error)
+        return results
+
+
+# ------------------------------------------------------------------------------------------------ YAKE
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 # Words that make a phrase filler when every word of it is one of these.
 _FILLER = frozenset(["a", "an", "the", "i", "me", "my", "we", "our", "you", "your", "it", "its", "this", "that", "these", "those", "is", "are", "was", "were", "be", "been", "am", "do", "does", "did", "have", "has", "had", "will", "would", "can", "could", "should", "may", "might", "must", "shall", "just", "also", "really", "actually", "definitely", "yes", "yeah", "yup", "ok", "okay", "sure", "thanks", "thank", "great", "good", "nice", "cool", "awesome", "fine", "right", "well", "hey", "hi", "hello", "please", "sense", "makes", "make", "made", "think", "thinking", "thought", "idea", "ideas", "tip", "tips", "recommendation", "recommendations", "suggestion", "suggestions", "help", "question", "questions", "answer", "time", "way", "lot", "lots", "thing", "things", "something", "anything", "everything", "kind", "sort", "bit", "know", "want", "need", "get", "got", "going", "go", "look", "looking", "let", "lets", "sounds", "sound", "like", "interesting", "helpful", "information", "info", "question", "specific", "specifically", "different", "several", "many", "much", "more", "some", "any", "one", "ones", "first", "new", "old", "best", "better", "start", "started", "try", "trying", "check", "happy", "glad", "excited", "worried", "bit", "concerned", "back", "today", "tomorrow", "yesterday", "days", "weeks", "months", "years", "morning", "evening", "night"])
-
-
-def _first_sentence(text: str, limit: int = 200) -> str:
-    for sentence in _SENTENCE.split(text.strip()):
-        if sentence.strip():
-            return sentence.strip()[:limit]
-    return ""
 
 
 # A keyphrase holding one of these is usually a clause fragment ("found a local"), not a subject.
@@ -69,17 +124,17 @@ def _yake(max_ngram: int, top: int):
     return yake.KeywordExtractor(lan="en", n=max_ngram, top=top, dedupLim=0.7)
 
 
-class OfflineExtractor:
-    """Deterministic, network-free extraction: YAKE keyphrases of the user's turn."""
+class KeyphraseExtractor:
+    """Deterministic, network-free extraction: YAKE keyphrases of the user's turn (the earlier default)."""
 
-    provider = "offline"
+    provider = "offline-keyphrases"
 
     def __init__(self, max_subjects: int = 3, max_score: float = 0.3):
         self.max_subjects, self.max_score = max_subjects, max_score
 
     def extract(self, user_message: str, assistant_message: str) -> Extraction:
         # Durable facts about the user come from what the user said; the reply is the fallback.
-        text = (user_message.strip() or assistant_message.strip())[:4000]
+        text = (user_message.strip() or assistant_message.strip())[:MAX_OFFLINE_CHARS]
         kept: list[str] = []
         for phrase, score in _yake(3, 12).extract_keywords(text) if text else []:
             if score > self.max_score or _is_filler(phrase) or _overlaps(phrase, kept):
@@ -94,7 +149,7 @@ class OfflineExtractor:
             proper = any(word[:1].isupper() for word in phrase.split()) and not context.startswith(phrase)
             subjects.append({"name": phrase, "description": context[:240],
                              "type": "entity" if proper else "topic"})
-        return Extraction.model_validate({"summary": _first_sentence(user_message or assistant_message),
+        return Extraction.model_validate({"summary": entities.first_sentence(user_message or assistant_message),
                                           "subjects": subjects})
 
     def extract_many(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
@@ -121,4 +176,4 @@ class OpenAIExtractor:
         return call_each(self.extract, pairs, self.max_in_flight)
 
 
-__all__ = ["ExtractedSubject", "Extraction", "Extractor", "OfflineExtractor", "OpenAIExtractor"]
+__all__ = ["ExtractedSubject", "Extraction", "Extractor", "KeyphraseExtractor", "OfflineExtractor", "OpenAIExtractor"]

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.extraction.providers import Extractor, OfflineExtractor, OpenAIExtractor
+from dreaming_dagster.extraction.providers import (
+    Extractor,
+    KeyphraseExtractor,
+    OfflineExtractor,
+    OpenAIExtractor,
+)
 from dreaming_dagster.llm.client import JSONChatClient
 from dreaming_dagster.pipeline.refinement import OfflineRefiner, OpenAIRefiner, Refiner
 
@@ -20,7 +25,9 @@ def chat_client(settings: DreamingSettings, max_tokens: int = 800) -> JSONChatCl
 def extractor_from_settings(settings: DreamingSettings) -> Extractor:
     if settings.resolved_llm_provider == "openai":
         return OpenAIExtractor(chat_client(settings), max_in_flight=5)
-    return OfflineExtractor()
+    if settings.llm_offline_extractor == "keyphrases":
+        return KeyphraseExtractor()
+    return OfflineExtractor(processes=settings.llm_offline_processes)
 
 
 def refiner_from_settings(settings: DreamingSettings) -> Refiner:

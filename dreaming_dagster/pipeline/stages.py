@@ -20,6 +20,7 @@ from dreaming_dagster.embeddings import Embedder, subject_embedding_text
 from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
 from dreaming_dagster.pipeline import merging
+from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.pipeline.merging import (
     DEFAULT_THRESHOLD,
     Candidate,
@@ -229,14 +230,17 @@ class LinkStats:
     pairs: int = 0
     links: int = 0
     janitor_reset: int = 0
+    hubs_changed: int = 0  # subjects flagged or unflagged as hubs after this run's links
 
 
 def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str, *,
-                 threshold: float = DEFAULT_THRESHOLD, batch_size: int = 300) -> LinkStats:
+                 threshold: float = DEFAULT_THRESHOLD, batch_size: int = 300,
+                 hubs: HubRule = DEFAULT_HUB_RULE) -> LinkStats:
     """Stage 4: one junction row per (subject, pair), checkpoint in the same transaction.
 
     First the janitor: pairs marked stored with zero links although extraction found subjects get their
-    merge/link checkpoints reset and are merged again here, before linking.
+    merge/link checkpoints reset and are merged again here, before linking. Last, when links were added,
+    the graph's hubs are flagged again (pipeline/hubs.py).
     """
     stats = LinkStats()
     with database.connect() as conn:
@@ -262,7 +266,20 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
                                      {"subject_ids": subject_ids, "user_id": user_id})
                     conn.execute(load_sql("pipeline/record_link"), {"id": pair["id"], "user_id": user_id})
                 stats.pairs += 1
+    if stats.pairs:
+        stats.hubs_changed = len(flag_hubs(database, user_id, kg_id, hubs))
     return stats
+
+
+def flag_hubs(database: Database, user_id: str, kg_id: str, hubs: HubRule = DEFAULT_HUB_RULE) -> list[dict]:
+    """Flag (and unflag) the hubs of one user's graph; returns the changes."""
+    with database.connect(vectors=False) as conn:
+        changes = conn.execute(load_sql("pipeline/flag_hubs"), {
+            "user_id": user_id, "kg_id": kg_id, "hub_share": hubs.share, "hub_min_pairs": hubs.min_pairs}).fetchall()
+    for change in changes:
+        logger.info("%s/%s: %s %s a hub (%d pairs)", user_id, kg_id, change["subject_text"],
+                    "is now" if change["is_hub"] else "is no longer", change["linked_pairs"])
+    return changes
 
 
 # ------------------------------------------------------------------------------------------- refinement
@@ -351,6 +368,24 @@ def graph_health(database: Database, user_id: str) -> dict[str, int]:
         health = dict(conn.execute(load_sql("checks/graph_health"), params).fetchone())
         health["orphan_pairs"] = conn.execute(load_sql("checks/orphan_pairs"), params).fetchone()["orphans"]
     return health
+
+
+def graph_report(database: Database, user_id: str) -> list[dict]:
+    """The shape of each of the user's graphs (checks/graph_report.sql) and the share of its live subjects
+    on the committed generic list (extraction/generic_subjects.txt), each with the names found."""
+    from dreaming_dagster.extraction.entities import is_generic
+
+    params = {"user_id": user_id}
+    with database.connect(vectors=False) as conn:
+        reports = conn.execute(load_sql("checks/graph_report"), params).fetchall()
+        names = conn.execute(load_sql("checks/live_subject_names"), params).fetchall()
+    for report in reports:
+        generic = sorted(row["subject_text"] for row in names
+                         if row["kg_id"] == report["kg_id"] and is_generic(row["subject_text"]))
+        report["generic_subjects"] = len(generic)
+        report["generic_share"] = len(generic) / report["subjects"] if report["subjects"] else 0.0
+        report["generic_examples"] = generic[:10]
+    return reports
 
 
 def top_subjects(database: Database, user_id: str, limit: int = 10) -> list[dict]:

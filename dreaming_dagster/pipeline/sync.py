@@ -19,6 +19,12 @@ from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.records import validate_identifier
 from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline.hubs import (
+    DEFAULT_HUB_RULE,
+    MEGA_NODE_MAX_SHARE,
+    MEGA_NODE_MIN_PAIRS,
+    HubRule,
+)
 from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, merge_ratio
 from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.retrieval.profiles import refresh_profile
@@ -35,6 +41,7 @@ class StageInputs:
     extractor: Extractor | None = None
     refiner: Refiner | None = None
     threshold: float = DEFAULT_THRESHOLD
+    hubs: HubRule = DEFAULT_HUB_RULE
     embedding_batch_size: int = 64
 
 
@@ -60,7 +67,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("subjects", lambda s, kg: stages.merge_pending(s.database, s.embedder, s.user_id, kg,
                                                          threshold=s.threshold), "merge"),
     Stage("subject_links", lambda s, kg: stages.link_pending(s.database, s.embedder, s.user_id, kg,
-                                                             threshold=s.threshold), "links"),
+                                                             threshold=s.threshold, hubs=s.hubs), "links"),
     Stage("refined_subjects", _refine_and_refresh, "refinement"),
 )
 STAGE_BY_ASSET = {stage.asset: stage for stage in STAGES}
@@ -90,11 +97,30 @@ class SyncResult:
     merge: dict = field(default_factory=dict)
     links: dict = field(default_factory=dict)
     refinement: dict = field(default_factory=dict)
+    graph: list[dict] = field(default_factory=list)  # stages.graph_report after the run, per graph
+    warnings: list[str] = field(default_factory=list)  # what the graph checks found (graph_warnings)
     seconds: float = 0.0
 
     @property
     def embedded(self) -> int:
         return self.embedding.get("embedded", 0)
+
+
+def graph_warnings(database: Database, user_id: str, reports: list[dict]) -> list[str]:
+    """The graph checks the Dagster assets run, run after the fast path too: a subject over half of the
+    pairs (the merge nightmare), duplicate live subjects, pairs stored without links, parked pairs."""
+    warnings = []
+    for r in reports:
+        if r["pairs"] >= MEGA_NODE_MIN_PAIRS and r["largest_share"] > MEGA_NODE_MAX_SHARE:
+            warnings.append(f"{r['kg_id']}: '{r['largest_subject']}' links {100 * r['largest_share']:.0f}% of the "
+                            "pairs (a mega-node; flagged as a hub, it carries no ranking weight)")
+    health = stages.graph_health(database, user_id)
+    for key, label in (("duplicate_subjects", "live subjects share a name"),
+                       ("orphan_pairs", "pairs are stored without links although they have subjects"),
+                       ("duplicate_links", "links are duplicated")):
+        if health.get(key):
+            warnings.append(f"{health[key]} {label}")
+    return warnings
 
 
 def sync_user(user_id: str, *, database: Database | None = None, embedder: Embedder | None = None,
@@ -110,7 +136,7 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     inputs = StageInputs(database=database, user_id=user_id, embedder=embedder or default_embedder(),
                          extractor=extractor or extractor_from_settings(settings),
                          refiner=refiner or refiner_from_settings(settings),
-                         threshold=threshold or settings.merge_threshold,
+                         threshold=threshold or settings.merge_threshold, hubs=HubRule.from_settings(settings),
                          embedding_batch_size=settings.embedding_batch_size)
     started = time.perf_counter()
     result = SyncResult(user_id=user_id)
@@ -119,5 +145,7 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     for stage in STAGES:
         run_stage(stage, inputs, kgs, getattr(result, stage.result))
     result.merge["merge_ratio"] = merge_ratio(result.merge.get("created", 0), result.merge.get("merged", 0))
+    result.graph = [r for r in stages.graph_report(database, user_id) if r["kg_id"] in kgs]
+    result.warnings = graph_warnings(database, user_id, result.graph)
     result.seconds = round(time.perf_counter() - started, 3)
     return result

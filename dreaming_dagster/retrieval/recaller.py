@@ -34,6 +34,7 @@ from dreaming_dagster.ingest.records import (
     parse_timestamp,
     validate_identifier,
 )
+from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.features import QUESTION_TYPES, build_features
 from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.question_type import QuestionTypeClassifier, shipped_classifier
@@ -174,7 +175,8 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
                          lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
                          row_limit: int | None = None,
                          as_of: datetime | None = None, reference_time: datetime | None = None,
-                         session_id: str | None = None, remember_query: bool = False) -> dict[str, Any]:
+                         session_id: str | None = None, remember_query: bool = False,
+                         hubs: HubRule = DEFAULT_HUB_RULE) -> dict[str, Any]:
     """The composite statement's parameters (also what EXPLAIN in tests and benchmarks binds)."""
     return {
         "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
@@ -185,6 +187,7 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
         "row_limit": row_limit or pool_size + lexical_pool_size, "as_of": as_of,
         "reference_time": reference_time or as_of or datetime.now(UTC), "session_id": session_id,
         "weights": list(weights.weights), "scale": weights.scale, "remember_query": remember_query,
+        "hub_share": hubs.share, "hub_min_pairs": hubs.min_pairs,
     }
 
 
@@ -213,7 +216,7 @@ class Recaller:
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
                  lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
-                 ef_search: int = DECLARED_DEFAULTS.recall_ef_search):
+                 ef_search: int = DECLARED_DEFAULTS.recall_ef_search, hubs: HubRule = DEFAULT_HUB_RULE):
         if not 1 <= pool_size <= 1000:
             raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
         if not 0 <= lexical_pool_size <= 1000:
@@ -222,7 +225,7 @@ class Recaller:
         self.database, self.embedder = database, embedder
         self.ranker_path = Path(ranker_path) if ranker_path else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
-        self.pool_size, self.ef_search = pool_size, ef_search
+        self.pool_size, self.ef_search, self.hubs = pool_size, ef_search, hubs
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
         self._ranker: RankerFile | None = None
@@ -265,7 +268,8 @@ class Recaller:
         """The Recaller the settings describe (ranker file, pool sizes, pruning, ef_search)."""
         return cls(database, embedder, ranker_path=settings.resolved_ranker_path, pool_size=settings.recall_pool_size,
                    lexical_pool_size=settings.recall_lexical_pool_size,
-                   lexical_pruning=LexicalPruning.from_settings(settings), ef_search=settings.recall_ef_search)
+                   lexical_pruning=LexicalPruning.from_settings(settings), ef_search=settings.recall_ef_search,
+                   hubs=HubRule.from_settings(settings))
 
     def close(self) -> None:
         with self._lock:
@@ -318,7 +322,7 @@ class Recaller:
                                   pool_size=pool_size, lexical_pool_size=self.lexical_pool_size,
                                   lexical_pruning=self.lexical_pruning,
                                   row_limit=request.k, as_of=request.as_of, reference_time=query_time,
-                                  session_id=request.session_id,
+                                  session_id=request.session_id, hubs=self.hubs,
                                   remember_query=remember_query and request.as_of is None)
             timings["query"] = (time.perf_counter() - started) * 1000
         if any(not math.isfinite(float(row["score"])) for row in rows):

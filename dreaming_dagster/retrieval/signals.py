@@ -9,12 +9,15 @@ the two to 1e-6) and so the definitions read in one place. Every signal is in [0
 - ``rec_lin``: the pair's time, min–max scaled inside the pool (1 when the pool spans no time);
 - ``rec_exp``: 0.5 ** (age_days / 14), age measured from the reference time (as_of or now), never negative,
   the exponent capped at 1,000 half-lives (older pairs are ~0 and would underflow float8);
-- ``subj_freq``: the sum of link counts of the pair's live subjects (links to pairs before as_of), divided
-  by the pool's maximum (0 when no candidate has subjects);
-- ``subj_sem``: the highest cosine between the query and one of the pair's subjects (0 without subjects);
+- ``subj_freq``: the sum over the pair's live subjects of link count (links to pairs before as_of) ×
+  specificity (pipeline/hubs.py: ln(N/n)/ln(N) over the user's N pairs, 0 for a hub), divided by the
+  pool's maximum (0 when no candidate has subjects);
+- ``subj_sem``: the highest cosine between the query and one of the pair's subjects that is not a hub (0
+  without such subjects);
 - ``sess``: 1 when the pair belongs to the caller's current session;
-- ``neighbor_density``: how many other candidates share a subject with the pair, divided by the pool's
-  maximum (0 when no two candidates share one);
+- ``neighbor_density``: the other candidates sharing a subject with the pair, each counted by the
+  specificity of the most specific subject they share, divided by the pool's maximum (0 when no two
+  candidates share a subject that is not a hub);
 - ``lex``: the pair's BM25 score for the query over the user's lexical index, divided by the pool's
   maximum (0 when no candidate shares a word with the query).
 
@@ -34,6 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
+
+from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 
 SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density",
                                   "lex")
@@ -99,25 +104,33 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
                       subject_embeddings: Mapping[str, np.ndarray | None],
                       subject_link_counts: Mapping[str, int],
                       reference_time: datetime, session_id: str | None,
-                      lexical_scores: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
+                      lexical_scores: Mapping[str, float] | None = None, user_pairs: int = 0,
+                      hubs: HubRule = DEFAULT_HUB_RULE) -> dict[str, dict[str, float]]:
     """The eight signals of every pool pair, by pair id, computed the slow and obvious way.
 
     ``pair_subjects`` maps a pair to its live subjects; ``subject_link_counts`` counts each subject's
     links (to pairs before as_of); ``lexical_scores`` is each pair's BM25 (:func:`bm25`; missing means 0);
-    ``pool`` is the candidate pool already chosen.
+    ``user_pairs`` is the user's whole memory (N of the subjects' specificity); ``pool`` is the candidate
+    pool already chosen.
     """
     if not pool:
         return {}
     epochs = {p.pair_id: p.occurred_at.timestamp() for p in pool}
     lo, hi = min(epochs.values()), max(epochs.values())
-    links = {p.pair_id: float(sum(subject_link_counts.get(s, 0) for s in pair_subjects.get(p.pair_id, ())))
+
+    def specificity(subject: str) -> float:
+        return hubs.specificity(subject_link_counts.get(subject, 0), user_pairs)
+
+    links = {p.pair_id: float(sum(subject_link_counts.get(s, 0) * specificity(s)
+                                  for s in pair_subjects.get(p.pair_id, ())))
              for p in pool}
     neighbors = {}
     for p in pool:
         mine = set(pair_subjects.get(p.pair_id, ()))
         neighbors[p.pair_id] = float(sum(
-            1 for other in pool
-            if other.pair_id != p.pair_id and mine & set(pair_subjects.get(other.pair_id, ()))))
+            max(specificity(s) for s in shared)
+            for other in pool
+            if other.pair_id != p.pair_id and (shared := mine & set(pair_subjects.get(other.pair_id, ())))))
     max_links, max_neighbors = max(links.values()), max(neighbors.values())
     lexical = {p.pair_id: float((lexical_scores or {}).get(p.pair_id, 0.0)) for p in pool}
     max_lexical = max(lexical.values())
@@ -126,7 +139,7 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
     for p in pool:
         age_days = max((reference_time - p.occurred_at).total_seconds(), 0.0) / 86400.0
         subject_sims = [_cosine(query, subject_embeddings[s]) for s in pair_subjects.get(p.pair_id, ())
-                        if subject_embeddings.get(s) is not None]
+                        if subject_embeddings.get(s) is not None and specificity(s) > 0]
         signals[p.pair_id] = {
             "cos": min(max(pair_similarity(query, p), 0.0), 1.0),
             "rec_lin": 1.0 if hi == lo else (epochs[p.pair_id] - lo) / (hi - lo),

@@ -20,9 +20,10 @@ from dreaming_dagster.defs.resources import (
     LLMResource,
 )
 from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline.hubs import HubRule
 from dreaming_dagster.pipeline.merging import merge_ratio
 from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs, run_stage, upstream_of
-from dreaming_dagster.reporting import top_subjects_markdown
+from dreaming_dagster.reporting import graph_report_markdown, top_subjects_markdown
 
 
 def stage_asset(stage: str, **spec):
@@ -49,8 +50,9 @@ def run_for_partition(context: dg.AssetExecutionContext, inputs: StageInputs) ->
 def merging_inputs(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
                    embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> StageInputs:
     """What the merge stage and the link janitor (which re-merges with the same rule) both need."""
+    policy = dreaming_policy.settings()
     return StageInputs(dreaming_db.database(), context.partition_key, embedder=embedder.embedder(),
-                       threshold=dreaming_policy.settings().merge_threshold)
+                       threshold=policy.merge_threshold, hubs=HubRule.from_settings(policy))
 
 
 def _metadata(stats: dict, seconds: float, **extra) -> dict:
@@ -125,7 +127,9 @@ def subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseRes
     description=(
         "Stage 4: the bipartite graph itself, one subject_memory_pair_links row per (subject, pair), written "
         "with ON CONFLICT DO NOTHING and the pair's kg_stored_at in the same transaction. A janitor first "
-        "re-runs pairs marked stored with zero links."
+        "re-runs pairs marked stored with zero links; after it, hubs (subjects over the graph_hub_share of the "
+        "user's pairs, DREAMING_GRAPH_HUB_SHARE) are flagged, kept browsable and given no ranking weight. "
+        "Metadata: the graph's shape (singletons, subjects per pair, largest subject, hubs, generic names)."
     ),
 )
 def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
@@ -138,7 +142,9 @@ def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDataba
     return dg.MaterializeResult(
         metadata=_metadata(totals, seconds, graph_subjects=graph["subjects"], graph_links=graph["links"],
                            graph_pairs=graph["pairs"], failing_pairs=graph["failing_pairs"],
-                           top_subjects=dg.MetadataValue.md(top_subjects_markdown(context.partition_key, top))),
+                           top_subjects=dg.MetadataValue.md(top_subjects_markdown(context.partition_key, top)),
+                           graph=dg.MetadataValue.md(graph_report_markdown(
+                               context.partition_key, stages.graph_report(database, context.partition_key)))),
         check_results=[mega_node_check(database, context.partition_key),
                        orphan_pairs_check(database, context.partition_key)])
 

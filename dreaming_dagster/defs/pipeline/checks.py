@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from dreaming_dagster.pipeline.hubs import MEGA_NODE_MAX_SHARE, MEGA_NODE_MIN_PAIRS
 from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
@@ -10,8 +11,6 @@ PARKED_PAIRS_CHECK = "no_parked_pairs"
 MEGA_NODE_CHECK = "no_mega_node"
 ORPHAN_CHECK = "no_orphan_pairs"
 DUPLICATE_CHECK = "no_duplicate_subjects"
-MEGA_NODE_MIN_PAIRS = 50
-MEGA_NODE_MAX_SHARE = 0.5
 
 
 def mega_node_check(database: Database, user_id: str) -> dg.AssetCheckResult:

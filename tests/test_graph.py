@@ -1,0 +1,71 @@
+"""A graph that stays clean: hubs (a speaker's name on every turn) are found on every path, flagged, kept
+browsable and shown; the graph checks run after the fast path; the CLI shows the graph's shape."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from dreaming_dagster.cli import main
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline.hubs import HubRule
+from dreaming_dagster.pipeline.sync import sync_user
+
+PLACES = ["Lisbon", "Kyoto", "Denver", "Oslo", "Nairobi", "Lima", "Austin", "Porto", "Hanoi", "Quebec"]
+THINGS = ["pottery class", "sourdough bread", "marathon training", "guitar lessons", "tax return",
+          "garden tomatoes", "road trip", "piano recital", "camping gear", "yoga retreat", "book club",
+          "car insurance"]
+
+
+def chat_log(turns: int = 60) -> list[dict]:
+    """A two-person chat log as such logs are saved: every turn starts with the speaker's name."""
+    records = []
+    for i in range(turns):
+        place, thing = PLACES[i % len(PLACES)], THINGS[(i * 7) % len(THINGS)]
+        records.append({"session_id": f"day-{i // 10}", "turn_index": i % 10,
+                        "occurred_at": f"2026-03-{1 + i // 10:02d}T10:{i % 60:02d}:00Z",
+                        "user_message": f"Melanie: Wow! I just got back from {place}, and next week is my {thing}.",
+                        "assistant_message": f"Caroline: That sounds great, Melanie! Tell me about {place}."})
+    return records
+
+
+def test_a_speakers_name_on_every_turn_is_flagged_as_a_hub_on_the_fast_path(database, embedder16):
+    save_pairs("mel", chat_log(), database=database, embedder=embedder16)
+    result = sync_user("mel", database=database, embedder=embedder16)
+    (report,) = result.graph
+    assert report["pairs"] == 60 and report["hubs"] >= 1
+    assert report["largest_subject"] == "Melanie" and report["largest_is_hub"]
+    assert report["generic_subjects"] == 0  # no "Wow", no "Great"
+    top = {row["subject_text"]: row for row in stages.top_subjects(database, "mel", limit=50)}
+    assert top["Melanie"]["hub"] and not top["Lisbon"]["hub"]  # flagged and still browsable
+    # Over half of the pairs: the mega-node alarm of the Dagster check, raised by the fast path as well.
+    assert any("Melanie" in warning and "mega-node" in warning for warning in result.warnings)
+    # The rule decides both ways: under a looser rule the flag goes, and it comes back.
+    assert [c["subject_text"] for c in stages.flag_hubs(database, "mel", "default", HubRule(share=1.0))] == ["Melanie"]
+    assert not stages.top_subjects(database, "mel", limit=1)[0]["hub"]
+    changes = stages.flag_hubs(database, "mel", "default", HubRule())
+    assert {c["subject_text"] for c in changes if c["is_hub"]} >= {"Melanie"}
+    assert stages.flag_hubs(database, "mel", "default", HubRule()) == []  # nothing changes twice
+
+
+def test_no_hub_below_the_minimum_number_of_pairs(database, embedder16):
+    save_pairs("few", chat_log(20), database=database, embedder=embedder16)
+    (report,) = sync_user("few", database=database, embedder=embedder16).graph
+    assert report["hubs"] == 0 and report["largest_share"] == 1.0  # every pair, but 20 pairs prove nothing
+
+
+@pytest.mark.parametrize("command", ["stats", "sync"])
+def test_the_cli_shows_the_graph_and_its_hubs(cli_env, database, embedder16, command):
+    save_pairs("mel", chat_log(), database=database, embedder=embedder16)
+    if command == "stats":
+        sync_user("mel", database=database, embedder=embedder16)
+    result = CliRunner().invoke(main, [command, "--user", "mel"])
+    assert result.exit_code == 0, result.output
+    if command == "stats":
+        assert "graph of mel" in result.output and "Melanie" in result.output and "hub" in result.output
+    else:
+        assert re.search(r"over 60 pairs, [1-9]\d* hub\(s\)", result.output)
+        assert "warning: default: 'Melanie' links" in result.output

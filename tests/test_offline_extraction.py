@@ -1,0 +1,101 @@
+"""The offline extractor (spaCy entities and noun phrases): subjects a person would recognise, never
+greetings, fragments or generic words, deterministic in any batch order and from a fresh process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dreaming_dagster.extraction.entities import is_generic, reply_head, singular
+from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor
+from dreaming_dagster.extraction.schema import MAX_SUBJECTS, SUBJECT_TYPES
+from tests.conftest import ORACLE, PROJECT_ROOT
+
+EXAMPLES = [
+    ("I took my dog Max to Golden Gate Park with my sister Rachel last Saturday.",
+     "That sounds lovely! Golden Gate Park is a great place for dogs."),
+    ("I'm planning a road trip to the mountains in June and need a checklist for my bike.",
+     "Here are some things to pack for a bike trip."),
+    ("Melanie: Wow, that bowl is gorgeous! Yep, gonna continue with pottery.", "Thanks Melanie!"),
+    ("Hey! Thanks, great list. Any other ideas?", "Sure, here are more ideas."),
+    ("I work at NovaTech on the billing API, and my manager Priya wants a migration plan by Friday.",
+     "Good luck with the migration."),
+    ("", "Paris is the capital of France."),
+    ("ok", ""),
+]
+
+
+def names(extraction) -> list[str]:
+    return [subject.name for subject in extraction.subjects]
+
+
+def test_entities_and_noun_phrases_become_typed_subjects():
+    extractor = OfflineExtractor()
+    park, trip, pottery, filler, work, reply_only, tiny = extractor.extract_many(EXAMPLES)
+    by_name = {s.name: s.type for s in park.subjects}
+    assert by_name.get("Max") == "person"
+    assert by_name.get("Rachel") in ("person", "entity")  # a proper name the small model may not label
+    assert by_name.get("Golden Gate Park") == "place"  # the determiner cut, the entity typed from its label
+    assert "Road Trip" in names(trip) and "Mountain" in names(trip)  # the lemma: "the mountains" → "Mountain"
+    assert "June" not in names(trip)  # a date is a fact about a subject, not one
+    assert "NovaTech" in names(work) and "Priya" in names(work)
+    assert "Paris" in names(reply_only) or "France" in names(reply_only)  # no user turn: the reply is read
+    assert names(filler) == [] and names(tiny) == []  # greetings, thanks and "great list" say nothing
+    assert not any(is_generic(name) or name in ("Wow", "Yep", "Bowl Is Gorgeous") for name in names(pottery))
+    for extraction in (park, trip, pottery, filler, work, reply_only, tiny):
+        assert len(extraction.subjects) <= 3 <= MAX_SUBJECTS
+        assert all(s.type in SUBJECT_TYPES and s.description for s in extraction.subjects)
+        assert all(not is_generic(s.name) for s in extraction.subjects)
+
+
+def test_the_same_pair_gives_the_same_subjects_alone_in_any_batch_and_from_a_fresh_process():
+    extractor = OfflineExtractor()
+    together = [e.model_dump() for e in extractor.extract_many(EXAMPLES)]
+    alone = [extractor.extract_many([pair])[0].model_dump() for pair in EXAMPLES]
+    reversed_batch = [e.model_dump() for e in extractor.extract_many(EXAMPLES[::-1])][::-1]
+    assert together == alone == reversed_batch
+    assert [extractor.extract(*pair).model_dump() for pair in EXAMPLES] == together  # called repeatedly
+    code = ("import json, sys; from dreaming_dagster.extraction.providers import OfflineExtractor; "
+            "pairs = json.load(sys.stdin); "
+            "print(json.dumps([e.model_dump() for e in OfflineExtractor().extract_many(pairs)]))")
+    fresh = subprocess.run([sys.executable, "-c", code], input=json.dumps(EXAMPLES), capture_output=True,
+                           text=True, check=True, cwd=PROJECT_ROOT)
+    assert json.loads(fresh.stdout) == together
+
+
+@pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
+def test_worker_processes_give_the_same_subjects_as_one_process():
+    from dreaming_dagster.ingest.readers import iter_longmemeval_questions
+
+    pairs = []
+    for question in list(iter_longmemeval_questions(ORACLE))[:20]:
+        for session in question["haystack_sessions"]:
+            pairs += [(a["content"], b["content"]) for a, b in zip(session[::2], session[1::2], strict=False)]
+    pairs = pairs[:OfflineExtractor.PARALLEL_MIN_PAIRS + 10]
+    assert len(pairs) > OfflineExtractor.PARALLEL_MIN_PAIRS  # large enough to use the workers
+    one = [e.model_dump() for e in OfflineExtractor(processes=1).extract_many(pairs)]
+    two = [e.model_dump() for e in OfflineExtractor(processes=2).extract_many(pairs)]
+    assert one == two
+    subjects = [s["name"] for e in one for s in e["subjects"]]
+    assert subjects and not any(is_generic(name) for name in subjects)
+
+
+def test_bad_settings_are_refused_with_the_field_named():
+    with pytest.raises(ValueError, match="processes"):
+        OfflineExtractor(processes=0)
+
+
+def test_helpers():
+    assert singular("dogs", "dog") == "dog" and singular("berries", "berry") == "berry"
+    assert singular("media", "medium") == "media" and singular("data", "datum") == "data"
+    assert reply_head("First one. Second one! Third?", 2) == "First one. Second one!"
+    assert reply_head("anything", 0) == ""
+    assert is_generic("Great List") and is_generic("wow") and is_generic("Recipe Ideas") is False
+
+
+def test_the_earlier_keyphrase_extractor_stays_available():
+    extraction = KeyphraseExtractor().extract(*EXAMPLES[1])
+    assert KeyphraseExtractor.provider == "offline-keyphrases" and extraction.subjects
