@@ -123,6 +123,22 @@ def main() -> None:
         ("input / output tokens", f"{r['per_1000_pairs']['input_tokens']:,} / {r['per_1000_pairs']['output_tokens']:,}"),
         *[(label, f"${cost}") for label, cost in r["per_1000_pairs"].items() if label.endswith(")")]],
         "Output sizes are assumptions (no LLM here); the file lists them.")
+    r = load("graph")
+    if r is not None:
+        rows = [(f"extractor: {name}", f"{v['pairs_per_s']} pairs/s") for name, v in r["extractor_throughput"].items()]
+        for name, h in r["health"].items():
+            rows.append((f"graph health, oracle one-user memory ({name})",
+                         f"{h['subjects']:,} subjects over {h['pairs']:,} pairs; singletons {100 * h['singleton_share']:.1f}%; "
+                         f"median {h['median_subjects_per_pair']} subjects a pair; largest {h['largest_subject']} "
+                         f"({100 * h['largest_share']:.1f}%{', hub' if h['largest_is_hub'] else ''}); hubs {h['hubs']}; "
+                         f"unflagged > 5% {h['unflagged_subjects_over_5pct']}; generic {100 * h['generic_share']:.1f}%"))
+        for name, a in r["ablation"].items():
+            with_graph, without = a["with graph"]["v3"], a["without graph"]["v3"]
+            rows.append((f"v3 with vs without the graph ({name}), validation",
+                         f"NDCG@10 {with_graph['ndcg@10']:.3f} vs {without['ndcg@10']:.3f}; Recall@10 "
+                         f"{with_graph['recall@10']:.3f} vs {without['recall@10']:.3f}"))
+        out += section("The dreamed graph", r, rows, note="Per question type and 30 random subject names: "
+                       "[bench/results/graph.md](../bench/results/graph.md).")
     r = load("reliability")
     if r is not None:
         k, t, s = r["kill_9_mid_sync"], r["terminated_saves"], r["concurrent_savers"]

@@ -200,6 +200,28 @@ def test_the_offline_provider_merges_name_variants_and_keeps_distinct_subjects(d
     assert report.mode == "compact" and "Avery" in report.summary
 
 
+def test_the_offline_pass_cleans_a_graph_built_by_the_earlier_extractor(database, graph):
+    """What the keyphrase extractor left (greetings, generic words, clause pieces, plural variants) goes in
+    one compact pass: archived restorably with the reason, or merged; real subjects stay."""
+    pairs = graph["pairs"]
+    noise = {name: subject(database, "alice", name, pairs=pairs[i:i + 1]) for i, name in enumerate(
+        ["Wow", "Yep", "Great List", "Bowl Is Gorgeous", "Heard Great Things", "Countryside Just Recently"])}
+    dog = subject(database, "alice", "Dog", pairs=pairs[:2])
+    dogs = subject(database, "alice", "Dogs", pairs=pairs[2:3])
+    kept = {name: subject(database, "alice", name, pairs=pairs[3:4]) for name in ("Back Pain", "Lisbon", "Road Trip")}
+    report = run_pass(database, HashEmbedder(), OfflineConsolidator(), "alice", mode="compact", policy=POLICY)
+    for name, sid in noise.items():
+        archived = row(database, sid)
+        assert archived["archived_at"] is not None and archived["archive_reason"].startswith("junk"), name
+    assert "generic" in row(database, noise["Wow"])["archive_reason"]
+    assert "clause piece" in row(database, noise["Bowl Is Gorgeous"])["archive_reason"]
+    assert str(row(database, dogs)["merged_into"]) == dog and row(database, dog)["links"] == 3
+    assert all(row(database, sid)["archived_at"] is None for sid in kept.values())
+    assert row(database, graph["boots"])["archived_at"] is None
+    assert restore_subject(database, "alice", "default", noise["Wow"])["subject_text"] == "Wow"  # restorable
+    assert report.status == "applied"
+
+
 def test_archived_subjects_restore_with_their_links(database, graph):
     run_pass(database, HashEmbedder(), Scripted([{"op": "archive_subject", "subject": graph["boots"], "reason": "x"}]),
              "alice", policy=POLICY)

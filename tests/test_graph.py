@@ -4,6 +4,7 @@ browsable and shown; the graph checks run after the fast path; the CLI shows the
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 from click.testing import CliRunner
@@ -69,3 +70,47 @@ def test_the_cli_shows_the_graph_and_its_hubs(cli_env, database, embedder16, com
     else:
         assert re.search(r"over 60 pairs, [1-9]\d* hub\(s\)", result.output)
         assert "warning: default: 'Melanie' links" in result.output
+
+
+def test_graph_candidates_reach_pairs_the_vectors_and_words_missed(database, embedder16):
+    from dreaming_dagster.retrieval.ranker import COSINE_ONLY
+    from dreaming_dagster.retrieval.recaller import GraphSide, composite_rows
+
+    for user in ("mel", "other"):  # the same subjects in another user's graph must never be drawn
+        save_pairs(user, chat_log(), database=database, embedder=embedder16)
+        sync_user(user, database=database, embedder=embedder16)
+    query = "What did I say about Kyoto?"
+    vector = embedder16.embed([query])[0]
+
+    def pool(graph: GraphSide, **kwargs) -> list[dict]:
+        with database.connect() as conn:
+            return composite_rows(conn, user_id="mel", kg_id="default", query_embedding=vector, query_text=query,
+                                  weights=COSINE_ONLY, pool_size=3, lexical_pool_size=3, graph=graph, **kwargs)
+
+    without, with_graph = pool(GraphSide(pool_size=0)), pool(GraphSide(pool_size=8, subjects=3))
+    drawn = [r for r in with_graph if r["in_graph_pool"]]
+    assert not any(r["in_graph_pool"] for r in without) and 0 < len(drawn) <= 8
+    assert {r["id"] for r in without} <= {r["id"] for r in with_graph}  # added to, never replacing
+    assert not any(r["in_vector_pool"] or r["in_lexical_pool"] for r in drawn)  # only what the others missed
+    with database.connect() as conn:
+        owners = {row["user_id"] for row in conn.execute(
+            "SELECT DISTINCT user_id FROM memory_pairs WHERE id = ANY(%s)", ([r["id"] for r in drawn],))}
+        via_hub_only = conn.execute(load_hub_only_pairs(), ([r["id"] for r in drawn],)).fetchone()["n"]
+    assert owners == {"mel"} and via_hub_only == 0  # never another user's pair, never through the hub alone
+    assert all(0 <= r[name] <= 1 for r in with_graph for name in ("cos", "lex", "subj_sem", "neighbor_density"))
+    # A graph candidate's BM25 is computed exactly, as for a pair the vector side draws.
+    with database.connect() as conn:
+        everything = {r["id"]: r["bm25"] for r in composite_rows(
+            conn, user_id="mel", kg_id="default", query_embedding=vector, query_text=query, weights=COSINE_ONLY,
+            pool_size=60, lexical_pool_size=0)}
+    assert [r["bm25"] for r in drawn] == pytest.approx([everything[r["id"]] for r in drawn])
+    # as_of holds for the graph side too.
+    early = pool(GraphSide(pool_size=8, subjects=3), as_of=datetime(2026, 3, 3, tzinfo=UTC))
+    assert all(r["occurred_at"] < datetime(2026, 3, 3, tzinfo=UTC) for r in early)
+
+
+def load_hub_only_pairs() -> str:
+    """Pairs (of the given ids) whose only live subjects are hubs."""
+    return ("SELECT count(*) AS n FROM unnest(%s::uuid[]) AS ids (id) WHERE NOT EXISTS ("
+            "SELECT 1 FROM subject_memory_pair_links l JOIN subjects s ON s.id = l.subject_id "
+            "WHERE l.pair_id = ids.id AND s.hub_since IS NULL AND s.archived_at IS NULL)")

@@ -26,7 +26,7 @@ largest AS (
 SELECT pairs.kg_id,
        pairs.n AS pairs,
        (SELECT count(*) FROM subject_links s WHERE s.kg_id = pairs.kg_id) AS subjects,
-       (SELECT coalesce(sum(linked), 0) FROM subject_links s WHERE s.kg_id = pairs.kg_id) AS links,
+       (SELECT coalesce(sum(linked), 0)::bigint FROM subject_links s WHERE s.kg_id = pairs.kg_id) AS links,
        (SELECT count(*) FILTER (WHERE linked = 1)::float8 / greatest(count(*), 1)
         FROM subject_links s WHERE s.kg_id = pairs.kg_id) AS singleton_share,
        (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY subjects)

@@ -6,10 +6,12 @@
 -- lexical_rescore, bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
 -- that happened before it), reference_time (the "now" of rec_exp: as_of or the wall clock), session_id
 -- (the caller's session or NULL), weights (float8[8], in signal order), scale, row_limit, remember_query,
--- hub_share and hub_min_pairs (pipeline/hubs.HubRule).
+-- hub_share and hub_min_pairs (pipeline/hubs.HubRule), graph_pool_size (graph candidates; 0: none) and
+-- graph_subjects (the subjects nearest the query the graph side starts from).
 --
--- Pool: the union of the top pool_size pairs by cosine and the top lexical_pool_size pairs by BM25 over
--- the user's lexical index (migration 0008), each candidate with every signal.
+-- Pool: the union of the top pool_size pairs by cosine, the top lexical_pool_size pairs by BM25 over the
+-- user's lexical index (migration 0008) and up to graph_pool_size pairs reached through the subjects
+-- nearest the query, each candidate with every signal.
 -- Vector side: a pair has two vectors (migration 0009: its user turn and its assistant turn) and its
 -- similarity is the better of the two. The top pool_size by that similarity is always inside the union of
 -- the top pool_size of each vector, so two index scans and a cut give it. The approximate CTEs let the
@@ -111,6 +113,51 @@ lexical_partial AS MATERIALIZED (
     ORDER BY sum(best.weight) DESC, best.pair_id
     LIMIT %(lexical_rescore)s::int * %(lexical_pool_size)s
 ),
+-- The graph side of the pool: pairs the vectors and the words both missed, reached through the user's
+-- subjects nearest the query — by subject embedding (the graph_subjects nearest) and by subject-name words
+-- (subjects whose name holds a query word) — never through a flagged hub. Each linked pair not already
+-- drawn scores its best subject's similarity × specificity (pipeline/hubs.py, over the whole corpus); the
+-- best graph_pool_size are drawn. A user's subjects are few (thousands for a heavy user), so they are
+-- scanned exactly, which a filtered HNSW scan would not be.
+query_subjects AS MATERIALIZED (
+    SELECT nearest.id, nearest.similarity
+    FROM (SELECT s.id, 1 - (s.embedding <=> %(query)s) AS similarity
+          FROM subjects s
+          WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
+            AND s.hub_since IS NULL AND s.embedding IS NOT NULL AND %(graph_pool_size)s > 0
+          ORDER BY s.embedding <=> %(query)s, s.id
+          LIMIT %(graph_subjects)s) nearest
+    UNION
+    SELECT named.id, named.similarity
+    FROM (SELECT s.id, coalesce(1 - (s.embedding <=> %(query)s), 0) AS similarity
+          FROM subjects s
+          WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
+            AND s.hub_since IS NULL AND %(graph_pool_size)s > 0
+            AND to_tsvector('english', s.subject_text)
+                @@ (SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery FROM query_terms)
+          ORDER BY s.embedding <=> %(query)s, s.id
+          LIMIT %(graph_subjects)s) named
+),
+graph_links AS MATERIALIZED (
+    SELECT l.pair_id,
+           max(qs.similarity * (1 - ln(greatest(counted.link_count, 1)) / ln(greatest(n.pairs, 2)))) AS weight
+    FROM query_subjects qs
+    CROSS JOIN (SELECT coalesce((SELECT pair_count FROM corpus), 0)::float8 AS pairs) n
+    CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM subject_memory_pair_links c
+                        WHERE c.subject_id = qs.id) counted
+    JOIN subject_memory_pair_links l ON l.subject_id = qs.id
+    GROUP BY l.pair_id
+),
+graph_pool AS MATERIALIZED (
+    SELECT g.pair_id AS id
+    FROM graph_links g
+    JOIN memory_pairs p ON p.id = g.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+    WHERE (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+      AND NOT EXISTS (SELECT 1 FROM vector_pool v WHERE v.id = g.pair_id)
+      AND NOT EXISTS (SELECT 1 FROM lexical_partial lp WHERE lp.id = g.pair_id)
+    ORDER BY g.weight DESC, g.pair_id
+    LIMIT %(graph_pool_size)s
+),
 -- Exact BM25 (the lex signal) of every pair either side drew: the lexical side's partial-sum leaders (to
 -- re-rank them) and the vector pool (for their lex). One primary-key lookup per (pair, query word); the
 -- LIMIT keeps the lookup a lookup: as a plain join the planner reads every posting of each query word
@@ -119,7 +166,7 @@ exact_bm25 AS MATERIALIZED (
     SELECT drawn.id,
            sum(bm25_term_weight(tw.idf, pl.term_frequency, pl.pair_length, tw.average_length,
                                 %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS bm25
-    FROM (SELECT id FROM lexical_partial UNION SELECT id FROM vector_pool) AS drawn
+    FROM (SELECT id FROM lexical_partial UNION SELECT id FROM vector_pool UNION SELECT id FROM graph_pool) AS drawn
     CROSS JOIN term_weights tw
     CROSS JOIN LATERAL (
         SELECT p.term_frequency, p.pair_length FROM pair_lexemes p
@@ -136,15 +183,18 @@ lexical_pool AS MATERIALIZED (
     LIMIT %(lexical_pool_size)s
 ),
 pool AS (
-    SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool
+    SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool,
+           false AS in_graph_pool
     FROM vector_pool v
     FULL JOIN lexical_pool l ON l.id = v.id
+    UNION ALL
+    SELECT id, false, false, true FROM graph_pool
 ),
 -- Similarity: the better of the pair's two vectors. A pair whose embedding is still pending (lexical
 -- candidates can be) has similarity 0.
 candidates AS MATERIALIZED (
     SELECT p.id, p.session_id, p.turn_index, p.occurred_at, p.user_message, p.assistant_message,
-           p.metadata, p.content_hash, pool.in_vector_pool, pool.in_lexical_pool,
+           p.metadata, p.content_hash, pool.in_vector_pool, pool.in_lexical_pool, pool.in_graph_pool,
            coalesce(1 - least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s), 0) AS similarity,
            coalesce(cb.bm25, 0) AS bm25
     FROM pool
@@ -245,7 +295,7 @@ remembered AS (
     DO UPDATE SET last_query_at = EXCLUDED.last_query_at, query_count = rp.query_count + 1
 )
 SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message, metadata, content_hash,
-       in_vector_pool, in_lexical_pool, similarity, bm25,
+       in_vector_pool, in_lexical_pool, in_graph_pool, similarity, bm25,
        cos, rec_lin, rec_exp, subj_freq, subj_sem, sess, neighbor_density, lex,
        %(scale)s::float8 * (
              (%(weights)s::float8[])[1] * cos

@@ -107,6 +107,12 @@ class DreamingSettings(BaseSettings):
     recall_lexical_postings_per_word: int = Field(
         default=300, ge=1, le=100_000_000, description="postings every query word reads at least, whatever is "
         "left of the budget")
+    recall_graph_pool_size: int = Field(
+        default=20, ge=0, le=1000, description="recall candidates reached through the subjects nearest the "
+        "query (pairs the vector and BM25 sides missed); 0 turns the graph side off")
+    recall_graph_subjects: int = Field(
+        default=10, ge=1, le=1000, description="how many subjects nearest the query (by embedding, and again by "
+        "name words) the graph side starts from")
     recall_ef_search: int = Field(default=200, ge=1, le=1000,
                                   description="hnsw.ef_search of recall connections (raised to the pool size)")
 

@@ -13,7 +13,14 @@ from pydantic import BaseModel, Field
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.consolidation.inputs import PassInput
 from dreaming_dagster.consolidation.mutations import MUTATION_MODELS
-from dreaming_dagster.consolidation.rules import Protection, is_protected, junk_reason, merge_drops_identity
+from dreaming_dagster.consolidation.rules import (
+    Protection,
+    is_protected,
+    junk_reason,
+    merge_drops_identity,
+    variant_key,
+)
+from dreaming_dagster.extraction.entities import clause_pieces
 from dreaming_dagster.extraction.normalize import normalize_subject_name
 from dreaming_dagster.llm.client import JSONChatClient
 from dreaming_dagster.llm.schemas import flat_union_model, strict_schema
@@ -35,9 +42,12 @@ class Consolidator(Protocol):
 
 # ------------------------------------------------------------------------------------------------ offline
 class OfflineConsolidator:
-    """Deterministic rules: merge subjects whose names normalize alike ("Avery", "Avery's", "**Avery**"),
-    merge near-identical ones (cosine ≥ 0.95) when no name token of identity is lost, and archive junk
-    names (fragments, markdown artifacts, stop-words) that are not protected."""
+    """Deterministic rules: merge subjects whose names are variants of one name (case, markdown,
+    possessive, a regular plural: "Avery", "Avery's", "**Avery**"; "Dog", "Dogs"), merge near-identical ones
+    (cosine ≥ 0.95) when no name token of identity is lost, and archive, restorably and with the reason,
+    names the offline extractor would never produce — fragments, markdown artifacts, stop-words, generic
+    words ("Wow", "Plan", "Great List") and clause pieces ("Bowl Is Gorgeous") — when not protected, so a
+    graph built before the extractor improved gets cleaned by a pass."""
 
     provider = "offline"
 
@@ -51,18 +61,23 @@ class OfflineConsolidator:
         merges, archives = [], []
         by_name: dict[str, list[dict]] = {}
         for subject in subjects:
-            key = normalize_subject_name(subject["subject_text"]).casefold()
+            key = variant_key(subject["subject_text"])
             if key:
                 by_name.setdefault(key, []).append(subject)
         for group in by_name.values():
             if len(group) < 2:
                 continue
-            clean = normalize_subject_name(group[0]["subject_text"])
-            target = next((s for s in group if s["subject_text"] == clean),
-                          min(group, key=lambda s: (s["created_at"], s["id"])))
+            key = variant_key(group[0]["subject_text"])
+
+            def preference(s: dict, key: str = key) -> tuple:
+                # The clean singular name first ("Dog", not "Dogs" or "**Dog**"), then any clean name, then age.
+                clean_name = normalize_subject_name(s["subject_text"])
+                return (s["subject_text"] != clean_name, clean_name.casefold() != key, s["created_at"], s["id"])
+            target = min(group, key=preference)
+            clean = normalize_subject_name(target["subject_text"])
             sources = [s for s in group if s is not target]
             mutations.append({"op": "merge_subjects", "sources": [s["id"] for s in sources], "target": target["id"],
-                              "reason": "the same name once normalized"})
+                              "reason": "variants of one name (case, markdown, possessive or plural)"})
             if target["subject_text"] != clean:
                 mutations.append({"op": "rename_subject", "subject": target["id"], "name": clean,
                                   "reason": "normalized name"})
@@ -85,10 +100,11 @@ class OfflineConsolidator:
                                   "reason": f"near-identical (cosine {similarity[i, j]:.3f})"})
                 merged |= {a["id"], b["id"]}
                 merges.append(f"{source['subject_text']} → {target['subject_text']}")
-        for subject in subjects:
-            if subject["id"] in merged or is_protected(subject, self.protection):
-                continue
-            reason = junk_reason(subject["subject_text"])
+        candidates = [s for s in subjects if s["id"] not in merged and not is_protected(s, self.protection)]
+        pieces = clause_pieces([s["subject_text"] for s in candidates])
+        for subject in candidates:
+            reason = junk_reason(subject["subject_text"]) or (
+                "a clause piece, not a subject" if subject["subject_text"] in pieces else None)
             if reason:
                 mutations.append({"op": "archive_subject", "subject": subject["id"], "reason": f"junk: {reason}"})
                 archives.append(subject["subject_text"])

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from dreaming_dagster.extraction.entities import is_generic
 from dreaming_dagster.extraction.normalize import normalize_subject_name
 
 # Subjects whose names are proper nouns: every capitalised word of their name is identity.
@@ -66,12 +67,22 @@ def junk_reason(name: str) -> str | None:
         return "nothing meaningful left after normalization"
     if all(w in STOP_WORDS for w in words):
         return "only stop-words"
+    if is_generic(normalized):
+        return "a generic word or phrase (extraction/generic_subjects.txt)"
     if words[-1] in _FRAGMENT_END or words[0] in {"and", "or", "but", "with", "of"}:
         return "a sentence fragment"
     if _MARKDOWN_ARTIFACT.search(name.strip()) and normalized.casefold() != name.strip().casefold() and (
             len(normalized) < 3 or ":" in name):
         return "a markdown artifact"
     return None
+
+
+def variant_key(name: str) -> str:
+    """What names that differ only in case, possessive or a regular plural share: "Dogs", "dog's" and
+    "Dog" → "dog"; "Hiking Boots" and "hiking boot" → "hiking boot". Only for grouping, never shown."""
+    words = normalize_subject_name(name).casefold().split()
+    return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")) else w
+                    for w in words)
 
 
 @dataclass(frozen=True)

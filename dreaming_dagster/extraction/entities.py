@@ -92,6 +92,9 @@ def entity_name(span) -> tuple[str, str] | None:
     if kind is None:
         return None
     tokens = _trim(list(span))
+    # "Haleakala National Park on Maui": a name ends before a preposition or a conjunction inside it.
+    cut = next((i for i, t in enumerate(tokens) if i and t.pos_ in ("ADP", "CCONJ")), None)
+    tokens = _trim(tokens[:cut]) if cut else tokens
     if not tokens or len(tokens) > MAX_ENTITY_WORDS:
         return None
     if not any(t.is_alpha and t.text[:1].isupper() for t in tokens):
@@ -194,6 +197,27 @@ def salient(found: list[Candidate], limit: int) -> list[Candidate]:
         if len(kept) == limit:
             break
     return kept
+
+
+# Adverbs of talk, not of things ("back" in "Back Pain" is an adverb to the tagger, and a subject).
+_DISCOURSE_ADVERBS = frozenset(["just", "recently", "really", "actually", "definitely", "already", "still", "soon",
+                                "also", "very", "too", "even", "maybe", "probably", "always", "never", "often",
+                                "usually", "sometimes", "again", "ever", "anyway", "finally", "literally"])
+
+
+def clause_pieces(names: list[str]) -> set[str]:
+    """The names that are clause pieces, not subjects: they hold a finite verb, an auxiliary, a pronoun, an
+    adverb or an interjection, or start with a bare verb ("Bowl Is Gorgeous", "Heard Great Things",
+    "Gonna Continue", "Hey Mel", "Add Preparing", "Countryside Just Recently") — what the
+    extractor never produces, found in graphs built before it (the offline consolidation pass archives
+    them). Parsed as a lower-case phrase, so title case does not turn every word into a proper noun."""
+    nlp = english_pipeline()
+    found = set()
+    for name, doc in zip(names, nlp.pipe([name.lower() for name in names], batch_size=256), strict=True):
+        if any(t.pos_ in ("AUX", "PRON", "INTJ") or t.tag_ in ("VBD", "VBZ", "VBP", "MD", "TO")
+               or t.lower_ in _DISCOURSE_ADVERBS for t in doc) or (len(doc) > 1 and doc[0].tag_ == "VB"):
+            found.add(name)
+    return found
 
 
 def reply_head(text: str, sentences: int, max_chars: int = 400) -> str:

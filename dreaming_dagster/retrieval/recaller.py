@@ -83,6 +83,29 @@ class LexicalPruning:
 
 
 DEFAULT_LEXICAL_PRUNING = LexicalPruning()
+
+
+@dataclass(frozen=True)
+class GraphSide:
+    """The graph's share of the candidate pool: up to ``pool_size`` pairs linked to the ``subjects``
+    subjects nearest the query (by embedding, and by name words), pairs the other two sides missed."""
+
+    pool_size: int = DECLARED_DEFAULTS.recall_graph_pool_size
+    subjects: int = DECLARED_DEFAULTS.recall_graph_subjects
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.pool_size <= 1000:
+            raise ValueError(f"graph side: pool_size must be between 0 and 1000, got {self.pool_size}")
+        if not 1 <= self.subjects <= 1000:
+            raise ValueError(f"graph side: subjects must be between 1 and 1000, got {self.subjects}")
+
+    @classmethod
+    def from_settings(cls, settings: DreamingSettings) -> GraphSide:
+        return cls(pool_size=settings.recall_graph_pool_size, subjects=settings.recall_graph_subjects)
+
+
+NO_GRAPH_SIDE = GraphSide(pool_size=0)
+DEFAULT_GRAPH_SIDE = GraphSide()
 # Every posting of every query word: the exact BM25 top (tests and benchmarks compare against it).
 EXHAUSTIVE_LEXICAL_PRUNING = LexicalPruning(budget=0, per_word=2**31 - 1, rescore=1)
 
@@ -176,7 +199,7 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
                          row_limit: int | None = None,
                          as_of: datetime | None = None, reference_time: datetime | None = None,
                          session_id: str | None = None, remember_query: bool = False,
-                         hubs: HubRule = DEFAULT_HUB_RULE) -> dict[str, Any]:
+                         hubs: HubRule = DEFAULT_HUB_RULE, graph: GraphSide = NO_GRAPH_SIDE) -> dict[str, Any]:
     """The composite statement's parameters (also what EXPLAIN in tests and benchmarks binds)."""
     return {
         "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
@@ -184,10 +207,11 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
         "query_text": clean_text(query_text), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
         "lexical_postings_budget": lexical_pruning.budget, "lexical_postings_per_word": lexical_pruning.per_word,
         "lexical_rescore": lexical_pruning.rescore, "bm25_k1": BM25_K1, "bm25_b": BM25_B,
-        "row_limit": row_limit or pool_size + lexical_pool_size, "as_of": as_of,
+        "row_limit": row_limit or pool_size + lexical_pool_size + graph.pool_size, "as_of": as_of,
         "reference_time": reference_time or as_of or datetime.now(UTC), "session_id": session_id,
         "weights": list(weights.weights), "scale": weights.scale, "remember_query": remember_query,
         "hub_share": hubs.share, "hub_min_pairs": hubs.min_pairs,
+        "graph_pool_size": graph.pool_size, "graph_subjects": graph.subjects,
     }
 
 
@@ -216,7 +240,8 @@ class Recaller:
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
                  lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
-                 ef_search: int = DECLARED_DEFAULTS.recall_ef_search, hubs: HubRule = DEFAULT_HUB_RULE):
+                 ef_search: int = DECLARED_DEFAULTS.recall_ef_search, hubs: HubRule = DEFAULT_HUB_RULE,
+                 graph: GraphSide = DEFAULT_GRAPH_SIDE):
         if not 1 <= pool_size <= 1000:
             raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
         if not 0 <= lexical_pool_size <= 1000:
@@ -225,7 +250,7 @@ class Recaller:
         self.database, self.embedder = database, embedder
         self.ranker_path = Path(ranker_path) if ranker_path else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
-        self.pool_size, self.ef_search, self.hubs = pool_size, ef_search, hubs
+        self.pool_size, self.ef_search, self.hubs, self.graph = pool_size, ef_search, hubs, graph
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
         self._ranker: RankerFile | None = None
@@ -269,7 +294,7 @@ class Recaller:
         return cls(database, embedder, ranker_path=settings.resolved_ranker_path, pool_size=settings.recall_pool_size,
                    lexical_pool_size=settings.recall_lexical_pool_size,
                    lexical_pruning=LexicalPruning.from_settings(settings), ef_search=settings.recall_ef_search,
-                   hubs=HubRule.from_settings(settings))
+                   hubs=HubRule.from_settings(settings), graph=GraphSide.from_settings(settings))
 
     def close(self) -> None:
         with self._lock:
@@ -322,7 +347,7 @@ class Recaller:
                                   pool_size=pool_size, lexical_pool_size=self.lexical_pool_size,
                                   lexical_pruning=self.lexical_pruning,
                                   row_limit=request.k, as_of=request.as_of, reference_time=query_time,
-                                  session_id=request.session_id, hubs=self.hubs,
+                                  session_id=request.session_id, hubs=self.hubs, graph=self.graph,
                                   remember_query=remember_query and request.as_of is None)
             timings["query"] = (time.perf_counter() - started) * 1000
         if any(not math.isfinite(float(row["score"])) for row in rows):

@@ -4,13 +4,14 @@ the hybrid pool, and a v2 on the cosine pool alone (what the ranker was before l
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dreaming_dagster.retrieval.features import QUESTION_TYPES
 from dreaming_dagster.retrieval.question_type import fit_classifier
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.training.evaluation import reciprocal_rank_fusion
 from dreaming_dagster.training.split import stratified_split
 from dreaming_dagster.training.train import (
     TrainingData,
@@ -36,6 +37,16 @@ class FitReport:
     predicted_types: dict[str, str]
     classifier_validation_accuracy: float
     cosine_validation_ndcg10: float
+    # Validation NDCG@10 of the model-free rankings of the same pools (BM25, cosine+BM25 fusion): a learned
+    # ranker serves only when it beats the best of them and cosine.
+    model_free_validation_ndcg10: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def bar(self) -> tuple[str, float]:
+        """The best ranking without a model on validation: (name, NDCG@10)."""
+        scores = {"cosine": self.cosine_validation_ndcg10, **self.model_free_validation_ndcg10}
+        best = max(scores, key=lambda name: (scores[name], name))
+        return best, scores[best]
 
     def rows(self, data: TrainingData, ids: list[str]) -> list[int]:
         position = {qid: i for i, qid in enumerate(data.question_ids)}
@@ -46,6 +57,8 @@ class FitReport:
                 "predicted_types": self.predicted_types,
                 "classifier_validation_accuracy": self.classifier_validation_accuracy,
                 "cosine_validation_ndcg@10": self.cosine_validation_ndcg10,
+                "model_free_validation_ndcg@10": self.model_free_validation_ndcg10,
+                "bar": {"ranking": self.bar[0], "validation_ndcg@10": self.bar[1]},
                 "models": {v: {"best_epoch": o.best_epoch, "best_validation_ndcg@10": o.best_validation_ndcg10,
                                "history": o.history} for v, o in self.outcomes.items()}}
 
@@ -70,6 +83,13 @@ def fit_rankers(data: TrainingData, *, embedding_model: str, validation_share: f
     cosine_pool = data.vector_pool()
     cosine = mean_metric(ranking_metrics(cosine_pool, data.signals[validation_rows][..., SIGNAL_NAMES.index("cos")],
                                          validation_rows), "ndcg@10")
+    lexical = data.signals[validation_rows][..., SIGNAL_NAMES.index("lex")]
+    model_free = {}
+    if cosine_pool is not data:  # a hybrid pool: BM25 and the fusion are rankings of their own
+        model_free["bm25"] = mean_metric(ranking_metrics(data, lexical, validation_rows), "ndcg@10")
+        fused = reciprocal_rank_fusion([data.signals[validation_rows][..., SIGNAL_NAMES.index("cos")], lexical],
+                                       data.mask[validation_rows])
+        model_free["cosine+bm25 (RRF)"] = mean_metric(ranking_metrics(data, fused, validation_rows), "ndcg@10")
     log(f"{len(train_rows)} training / {len(validation_rows)} validation questions; cosine validation "
         f"NDCG@10 {cosine:.4f}; question-type accuracy on validation {accuracy:.3f}")
     outcomes = {}
@@ -86,4 +106,5 @@ def fit_rankers(data: TrainingData, *, embedding_model: str, validation_share: f
                                      temperature=temperature, batch_size=batch_size, on_epoch=report)
     return FitReport(outcomes=outcomes, train_ids=train_ids, validation_ids=validation_ids,
                      predicted_types=dict(zip(data.question_ids, predicted, strict=True)),
-                     classifier_validation_accuracy=accuracy, cosine_validation_ndcg10=cosine)
+                     classifier_validation_accuracy=accuracy, cosine_validation_ndcg10=cosine,
+                     model_free_validation_ndcg10=model_free)

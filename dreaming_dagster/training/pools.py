@@ -17,9 +17,15 @@ import numpy as np
 import pandas as pd
 
 from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY
-from dreaming_dagster.retrieval.recaller import composite_rows, open_recall_connection
+from dreaming_dagster.retrieval.recaller import (
+    NO_GRAPH_SIDE,
+    GraphSide,
+    composite_rows,
+    open_recall_connection,
+)
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.training.longmemeval import BenchmarkQuestion
@@ -41,7 +47,8 @@ class Pools:
 
 def build_pools(database: Database, embedder: Embedder, questions: Sequence[BenchmarkQuestion],
                 users: dict[str, str], *, kg_id: str = "default", pool_size: int = 50,
-                lexical_pool_size: int = 50, historical: bool = False, ef_search: int = 200,
+                lexical_pool_size: int = 50, graph: GraphSide = NO_GRAPH_SIDE, historical: bool = False,
+                ef_search: int = 200, hubs: HubRule = DEFAULT_HUB_RULE,
                 on_question: Callable[[int], None] | None = None) -> Pools:
     """Pools for every answerable question of ``questions`` (``users`` maps question id → benchmark user).
 
@@ -59,7 +66,8 @@ def build_pools(database: Database, embedder: Embedder, questions: Sequence[Benc
             as_of = question.question_date if historical else None
             rows = composite_rows(conn, user_id=user_id, kg_id=kg_id, query_embedding=embedding,
                                   query_text=question.question, weights=COSINE_ONLY, pool_size=pool_size,
-                                  lexical_pool_size=lexical_pool_size, row_limit=pool_size + lexical_pool_size,
+                                  lexical_pool_size=lexical_pool_size, graph=graph, hubs=hubs,
+                                  row_limit=pool_size + lexical_pool_size + graph.pool_size,
                                   as_of=as_of, reference_time=question.question_date, session_id=None)
             profile = read_profile(conn, user_id=user_id, kg_id=kg_id, query_embedding=embedding, as_of=as_of,
                                    session_id=None)
@@ -74,6 +82,7 @@ def build_pools(database: Database, embedder: Embedder, questions: Sequence[Benc
                     "question_id": question.question_id, "rank": rank, "pair_id": str(row["id"]),
                     "session_id": row["session_id"], "turn_index": row["turn_index"],
                     "in_vector_pool": bool(row["in_vector_pool"]), "in_lexical_pool": bool(row["in_lexical_pool"]),
+                    "in_graph_pool": bool(row["in_graph_pool"]),
                     "similarity": float(row["similarity"]), "bm25": float(row["bm25"]),
                     **{name: float(row[name]) for name in SIGNAL_NAMES},
                     "relevant": relevant, "needle": row["content_hash"] == question.needle})
@@ -98,5 +107,7 @@ def pool_description(candidates: pd.DataFrame) -> str:
     per_question = candidates.groupby("question_id")
     vector = int(per_question["in_vector_pool"].sum().max()) if "in_vector_pool" in candidates else 0
     lexical = int(per_question["in_lexical_pool"].sum().max()) if "in_lexical_pool" in candidates else 0
-    sides = [f"cosine top-{vector}"] + ([f"BM25 top-{lexical}"] if lexical else [])
+    graph = int(per_question["in_graph_pool"].sum().max()) if "in_graph_pool" in candidates else 0
+    sides = ([f"cosine top-{vector}"] + ([f"BM25 top-{lexical}"] if lexical else [])
+             + ([f"graph ≤ {graph}"] if graph else []))
     return f"{' ∪ '.join(sides)} ({per_question.size().mean():.1f} candidates a question)"

@@ -5,6 +5,8 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
+from dreaming_dagster.config.settings import DECLARED_DEFAULTS
+
 
 class LongMemEvalMemoryConfig(dg.Config):
     dataset_path: str = Field(default="", description="LongMemEval-format file; empty: the shared oracle file "
@@ -20,6 +22,9 @@ class LongMemEvalPoolsConfig(dg.Config):
     pool_size: int = Field(default=50, ge=5, le=1000, description="candidates drawn by cosine per question")
     lexical_pool_size: int = Field(default=50, ge=0, le=1000, description="candidates drawn by BM25 per question "
                                    "(added to the cosine ones; 0: a cosine-only pool)")
+    graph_pool_size: int = Field(default=DECLARED_DEFAULTS.recall_graph_pool_size, ge=0, le=1000,
+                                 description="candidates reached through the subjects nearest the question (pairs "
+                                 "the other sides missed; 0: none), as recall draws them")
 
 
 class RankerModelConfig(dg.Config):
