@@ -43,6 +43,7 @@ class OfflineExtractor:
 
     provider = "offline"
     PARALLEL_MIN_PAIRS = 200
+    batch_size = 400  # pairs the extraction stage hands over at once: a backlog reaches the worker processes
 
     def __init__(self, max_subjects: int = 3, reply_sentences: int = 2, processes: int = 1):
         if max_subjects < 0 or reply_sentences < 0 or processes < 1:

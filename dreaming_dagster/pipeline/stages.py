@@ -98,7 +98,7 @@ class ExtractionStats(Failures):
 
 
 def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_id: str, *,
-                    batch_size: int = 100, max_attempts: int = MAX_EXTRACTION_ATTEMPTS,
+                    batch_size: int | None = None, max_attempts: int = MAX_EXTRACTION_ATTEMPTS,
                     cooldown_seconds: float = EXTRACTION_RETRY_COOLDOWN_SECONDS) -> ExtractionStats:
     """Stage 2: a summary and 0–5 subjects per pending pair. Failures are recorded per pair (attempts,
     last_error, last_attempt_at) and retried on later runs; they never block other pairs. A pair whose
@@ -106,6 +106,9 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
     unavailable (every retry of a call failed transiently) the stage stops after the batch: pairs not sent
     keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock."""
     stats = ExtractionStats()
+    # The extractor's own batch: 100 for an LLM (calls in flight); larger offline, so a backlog is parsed
+    # by the extractor's worker processes (which only start for large batches).
+    batch_size = batch_size or getattr(extractor, "batch_size", 100)
     failed_now: list = []  # retried on a later run, not again in this one
     for rows in pending_batches(database, "pipeline/pending_extraction_batch", {
             "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed_now,
