@@ -125,15 +125,15 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
 
     database = default_database()
     table = Table(title="dreaming demo: each user's memory and subject graph")
-    for column in ("user", "pairs", "tokens", "sessions", "subjects", "links", "top subject (linked pairs)", "run"):
+    for column in ("user", "pairs", "tokens", "sessions", "subjects", "links", "top subjects (linked pairs)", "run"):
         table.add_column(column, justify="right" if column in ("pairs", "tokens", "sessions", "subjects", "links")
-                         else "left", no_wrap=column != "top subject (linked pairs)")
+                         else "left", no_wrap=column != "top subjects (linked pairs)")
     totals = {"users": len(demo_users), "pairs": 0, "tokens": 0, "sessions": 0, "pending_embedding": 0,
               "subjects": 0, "links": 0}
     for user in demo_users:
         stats = user_stats(database, user.user_id)
         graph = graph_stats(database, user.user_id)
-        top = top_subjects(database, user.user_id, limit=1)
+        top = top_subjects(database, user.user_id, limit=3)
         pairs, tokens = sum(r["pairs"] for r in stats), sum(r["tokens"] for r in stats)
         sessions = sum(r["sessions"] for r in stats)
         totals["pairs"] += pairs
@@ -142,7 +142,8 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
         totals["pending_embedding"] += sum(r["pending_embedding"] for r in stats)
         totals["subjects"] += graph["subjects"]
         totals["links"] += graph["links"]
-        top_text = f"{top[0]['subject_text']} ({top[0]['linked_pairs']})" if top else "–"
+        top_text = ", ".join(f"{row['subject_text']} ({row['linked_pairs']}{', hub' if row['hub'] else ''})"
+                             for row in top) or "–"
         table.add_row(user.user_id, f"{pairs:,}", f"{tokens:,}", f"{sessions:,}", f"{graph['subjects']:,}",
                       f"{graph['links']:,}", top_text, runs[user.user_id][:8])
     totals.update(ingest_seconds=round(ingest_seconds, 1), dagster_seconds=round(dagster_seconds, 1),

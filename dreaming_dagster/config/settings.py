@@ -73,7 +73,7 @@ class DreamingSettings(BaseSettings):
     # --- the dreaming pipeline -------------------------------------------------------------------
     merge_threshold: float = Field(default=0.75, gt=0, le=1,
                                    description="cosine similarity at or above which a subject merges")
-    graph_hub_share: float = Field(default=0.10, gt=0, le=1, description="a subject linked to more than this "
+    graph_hub_share: float = Field(default=0.25, gt=0, le=1, description="a subject linked to more than this "
                                    "share of a user's pairs is a hub: flagged, kept, and given no ranking weight")
     graph_hub_min_pairs: int = Field(default=50, ge=1, description="the pairs a user needs before any subject "
                                      "can be a hub")

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class HubRule:
-    share: float = 0.10  # more than a tenth of everything a user says carries no information for ranking
+    # A quarter: the main topic of a small memory ("BBQ" on 10 of 95 pairs) is a subject, not a hub; a
+    # speaker's name on every turn is a hub at any size.
+    share: float = 0.25
     min_pairs: int = 50  # below this, shares are noise: three pairs of twenty is no hub
 
     def __post_init__(self) -> None:
