@@ -139,6 +139,14 @@ def main() -> None:
                          f"{with_graph['recall@10']:.3f} vs {without['recall@10']:.3f}"))
         out += section("The dreamed graph", r, rows, note="Per question type and 30 random subject names: "
                        "[bench/results/graph.md](../bench/results/graph.md).")
+    r = load("compact_pass")
+    out += section("An old graph through one offline compact pass", r, [] if r is None else [
+        ("graph", f"the keyphrase extractor's graph of {r['pairs']:,} oracle pairs ({r['questions']} questions, one user)"),
+        ("subjects before → after", f"{r['before']['subjects']:,} → {r['after']['subjects']:,}"),
+        ("generic subjects before → after", f"{r['before']['generic_subjects']} → {r['after']['generic_subjects']} "
+         "(those left are protected: reinforced 5+ times)"),
+        ("archived, by reason", "; ".join(f"{k}: {v}" for k, v in r["archived_by_reason"].items())),
+        ("merged (variants of one name)", f"{r['merges']}: {', '.join(r['merge_examples'])}")])
     r = load("reliability")
     if r is not None:
         k, t, s = r["kill_9_mid_sync"], r["terminated_saves"], r["concurrent_savers"]
