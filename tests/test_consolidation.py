@@ -208,7 +208,8 @@ def test_the_offline_pass_cleans_a_graph_built_by_the_earlier_extractor(database
         ["Wow", "Yep", "Great List", "Bowl Is Gorgeous", "Heard Great Things", "Countryside Just Recently"])}
     dog = subject(database, "alice", "Dog", pairs=pairs[:2])
     dogs = subject(database, "alice", "Dogs", pairs=pairs[2:3])
-    kept = {name: subject(database, "alice", name, pairs=pairs[3:4]) for name in ("Back Pain", "Lisbon", "Road Trip")}
+    kept = {name: subject(database, "alice", name, pairs=pairs[3:4])
+            for name in ("Back Pain", "Lisbon", "Road Trip", "Dachau")}
     report = run_pass(database, HashEmbedder(), OfflineConsolidator(), "alice", mode="compact", policy=POLICY)
     for name, sid in noise.items():
         archived = row(database, sid)

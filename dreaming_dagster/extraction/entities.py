@@ -214,8 +214,12 @@ def clause_pieces(names: list[str]) -> set[str]:
     nlp = english_pipeline()
     found = set()
     for name, doc in zip(names, nlp.pipe([name.lower() for name in names], batch_size=256), strict=True):
-        if any(t.pos_ in ("AUX", "PRON", "INTJ") or t.tag_ in ("VBD", "VBZ", "VBP", "MD", "TO")
-               or t.lower_ in _DISCOURSE_ADVERBS for t in doc) or (len(doc) > 1 and doc[0].tag_ == "VB"):
+        if len(doc) == 1:  # a lone word out of context: only what is never a subject ("dachau" is no verb)
+            piece = doc[0].pos_ in ("AUX", "PRON", "INTJ")
+        else:
+            piece = any(t.pos_ in ("AUX", "PRON", "INTJ") or t.tag_ in ("VBD", "VBZ", "VBP", "MD", "TO")
+                        or t.lower_ in _DISCOURSE_ADVERBS for t in doc) or doc[0].tag_ == "VB"
+        if piece:
             found.add(name)
     return found
 
