@@ -52,6 +52,18 @@ def test_a_speakers_name_on_every_turn_is_flagged_as_a_hub_on_the_fast_path(data
     assert stages.flag_hubs(database, "mel", "default", HubRule()) == []  # nothing changes twice
 
 
+def test_a_changed_hub_rule_reflags_on_the_next_run_without_new_pairs(database, embedder16, clean_env):
+    from dreaming_dagster.config.runtime import reset_defaults
+
+    save_pairs("mel", chat_log(), database=database, embedder=embedder16)
+    assert sync_user("mel", database=database, embedder=embedder16).graph[0]["hubs"] >= 1
+    clean_env.setenv("DREAMING_GRAPH_HUB_SHARE", "1.0")  # nothing can be a hub any more
+    reset_defaults()
+    again = sync_user("mel", database=database, embedder=embedder16)
+    assert again.extraction.get("pairs", 0) == 0 and again.graph[0]["hubs"] == 0
+    assert again.links["hubs_changed"] >= 1
+
+
 def test_no_hub_below_the_minimum_number_of_pairs(database, embedder16):
     save_pairs("few", chat_log(20), database=database, embedder=embedder16)
     (report,) = sync_user("few", database=database, embedder=embedder16).graph

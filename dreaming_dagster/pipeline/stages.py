@@ -242,8 +242,8 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
     """Stage 4: one junction row per (subject, pair), checkpoint in the same transaction.
 
     First the janitor: pairs marked stored with zero links although extraction found subjects get their
-    merge/link checkpoints reset and are merged again here, before linking. Last, when links were added,
-    the graph's hubs are flagged again (pipeline/hubs.py).
+    merge/link checkpoints reset and are merged again here, before linking. Last, the graph's hubs are
+    flagged again (pipeline/hubs.py).
     """
     stats = LinkStats()
     with database.connect() as conn:
@@ -269,8 +269,9 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
                                      {"subject_ids": subject_ids, "user_id": user_id})
                     conn.execute(load_sql("pipeline/record_link"), {"id": pair["id"], "user_id": user_id})
                 stats.pairs += 1
-    if stats.pairs:
-        stats.hubs_changed = len(flag_hubs(database, user_id, kg_id, hubs))
+    # Every run, not only when links were added: a changed hub rule (DREAMING_GRAPH_HUB_SHARE) re-flags on
+    # the next run, and only changes are written.
+    stats.hubs_changed = len(flag_hubs(database, user_id, kg_id, hubs))
     return stats
 
 
