@@ -36,6 +36,7 @@ from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import GraphSide
+from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.training.evaluation import evaluate
@@ -80,11 +81,9 @@ def health(database: Database, user_id: str, seed: int = 7) -> dict:
     (report,) = stages.graph_report(database, user_id)
     with database.connect(vectors=False) as conn:
         names = sorted(row["subject_text"] for row in conn.execute(
-            "SELECT subject_text FROM subjects WHERE user_id = %s AND archived_at IS NULL", (user_id,)))
-        over_five = conn.execute(
-            "SELECT count(*) AS n FROM (SELECT s.id FROM subjects s JOIN subject_memory_pair_links l "
-            "ON l.subject_id = s.id WHERE s.user_id = %s AND s.archived_at IS NULL AND s.hub_since IS NULL "
-            "GROUP BY s.id HAVING count(*) > 0.05 * %s) x", (user_id, report["pairs"])).fetchone()["n"]
+            load_sql("checks/live_subject_names"), {"user_id": user_id}))
+        over_five = conn.execute(load_sql("bench/unflagged_large_subjects"), {
+            "user_id": user_id, "max_share": 0.05, "pairs": report["pairs"]}).fetchone()["n"]
     top = stages.top_subjects(database, user_id, limit=15)
     return {**{k: (round(v, 4) if isinstance(v, float) else v) for k, v in report.items()},
             "unflagged_subjects_over_5pct": over_five,
@@ -145,8 +144,7 @@ def main() -> None:
         (user,) = set(manifest.users.values())
         memories = {"entities": first}
         for name in [n for n in EXTRACTORS if n != "entities"]:
-            with first.connect(vectors=False) as conn:  # the embedded memory, copied, dreamed again
-                rows = conn.execute("SELECT count(*) AS n FROM memory_pairs").fetchone()["n"]
+            rows = stages.graph_stats(first, user)["pairs"]  # the embedded memory, copied, dreamed again
             copy = Database(embedded.copy_database_url(admin, first.url, name))
             started = time.perf_counter()
             stages.clear_user_graph(copy, user, "default")
