@@ -24,16 +24,14 @@ class DreamConsolidationConfig(dg.Config):
     group_name="consolidation",
     kinds={"postgres", "openai"},
     pool="llm",
-    description=(
-        "A token-budget consolidation pass over the user's graph: the delta since the last pass and its nearest "
-        "neighbours (or, compacting, the whole graph in budget-sized clusters and a pass across them) goes to "
-        "the configured provider; its merges, renames, rewrites, archives, supersessions and creations are "
-        "checked and applied in one transaction with importance decay, an audit row and a memory of the pass."
-    ),
 )
 def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolidationConfig,
                         dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
                         llm: LLMResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
+    """A token-budget consolidation pass over the user's graph: the delta since the last pass and its nearest
+    neighbours (or, compacting, the whole graph in budget-sized clusters and a pass across them) goes to the
+    configured provider; its merges, renames, rewrites, archives, supersessions and creations are checked and
+    applied in one transaction with importance decay, an audit row and a memory of the pass."""
     from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
     from dreaming_dagster.consolidation.providers import consolidator_from_settings
     from dreaming_dagster.pipeline.stages import user_kgs

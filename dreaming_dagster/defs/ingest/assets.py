@@ -15,15 +15,13 @@ from dreaming_dagster.reporting import user_stats_markdown
     pool="embedding_model",
     check_specs=[dg.AssetCheckSpec("all_pairs_embedded", asset="memory_pairs",
                                    description="Every stored pair of the user has an embedding.")],
-    description=(
-        "Stage 1 of dreaming: a user's memory pairs (user message + assistant reply) in Postgres with "
-        "their pgvector embeddings. Materializing a partition embeds the user's pairs that were saved "
-        "without one (embedding deferred or failed at save time) and reports what the memory holds."
-    ),
 )
 def memory_pairs(
     context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource
 ) -> dg.MaterializeResult:
+    """Stage 1 of dreaming: a user's memory pairs (user message + assistant reply) in Postgres with their
+    pgvector embeddings. Materializing a partition embeds the user's pairs that were saved without one
+    (embedding deferred or failed at save time) and reports what the memory holds."""
     user_id = context.partition_key
     database, model = dreaming_db.database(), embedder.embedder()
     started = time.perf_counter()

@@ -67,15 +67,13 @@ def _metadata(stats: dict, seconds: float, **extra) -> dict:
     check_specs=[dg.AssetCheckSpec(PARKED_PAIRS_CHECK, asset="pair_subjects",
                                    description="No pair has failed extraction on every attempt (parked pairs "
                                    "are retried after a cool-down; `dreaming retry-failed` retries them now).")],
-    description=(
-        "Stage 2: a one-sentence summary and 0–5 durable subjects per memory pair, from the configured LLM "
-        "(structured JSON) or the offline YAKE extractor. A pair whose extraction fails keeps attempts and "
-        "last_error and is retried on later runs without blocking others; after its last attempt it is "
-        "parked and retried once per cool-down."
-    ),
 )
 def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
                   dreaming_db: DreamingDatabaseResource, llm: LLMResource) -> dg.MaterializeResult:
+    """Stage 2: a one-sentence summary and 0–5 durable subjects per memory pair, from the configured LLM
+    (structured JSON) or the offline extractor (spaCy entities and noun phrases). A pair whose extraction fails keeps attempts and
+    last_error and is retried on later runs without blocking others; after its last attempt it is parked and
+    retried once per cool-down."""
     database, extractor = dreaming_db.database(), llm.extractor()
     if config.rebuild:
         for kg_id in stages.user_kgs(database, context.partition_key):
@@ -98,15 +96,12 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
     kinds={"postgres", "pgvector"},
     check_specs=[dg.AssetCheckSpec(DUPLICATE_CHECK, asset="subjects",
                                    description="No two live subjects of a user's graph share a name.")],
-    description=(
-        "Stage 3: each extracted subject merges into the user's closest live subject (top-5 cosine ≥ the merge "
-        "threshold of the dreaming_policy resource, DREAMING_MERGE_THRESHOLD: "
-        "first name wins, description appended with ' | ', reinforced) or is inserted, guarded by a unique "
-        "md5(subject_text) index."
-    ),
 )
 def subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
              embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
+    """Stage 3: each extracted subject merges into the user's closest live subject (top-5 cosine ≥ the merge
+    threshold of the dreaming_policy resource, DREAMING_MERGE_THRESHOLD: first name wins, description appended
+    with ' | ', reinforced) or is inserted, guarded by a unique md5(subject_text) index."""
     inputs = merging_inputs(context, dreaming_db, embedder, dreaming_policy)
     totals, seconds = run_for_partition(context, inputs)
     totals["merge_ratio"] = merge_ratio(totals.get("created", 0), totals.get("merged", 0))
@@ -124,16 +119,14 @@ def subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseRes
         dg.AssetCheckSpec(ORPHAN_CHECK, asset="subject_links",
                           description="No pair is marked stored without links when it had subjects."),
     ],
-    description=(
-        "Stage 4: the bipartite graph itself, one subject_memory_pair_links row per (subject, pair), written "
-        "with ON CONFLICT DO NOTHING and the pair's kg_stored_at in the same transaction. A janitor first "
-        "re-runs pairs marked stored with zero links; after it, hubs (subjects over the graph_hub_share of the "
-        "user's pairs, DREAMING_GRAPH_HUB_SHARE) are flagged, kept browsable and given no ranking weight. "
-        "Metadata: the graph's shape (singletons, subjects per pair, largest subject, hubs, generic names)."
-    ),
 )
 def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
                   embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
+    """Stage 4: the bipartite graph itself, one subject_memory_pair_links row per (subject, pair), written with
+    ON CONFLICT DO NOTHING and the pair's kg_stored_at in the same transaction. A janitor first re-runs pairs
+    marked stored with zero links; after it, hubs (subjects over the graph_hub_share of the user's pairs,
+    DREAMING_GRAPH_HUB_SHARE) are flagged, kept browsable and given no ranking weight. Metadata: the graph's
+    shape (singletons, subjects per pair, largest subject, hubs, generic names)."""
     inputs = merging_inputs(context, dreaming_db, embedder, dreaming_policy)
     database = inputs.database
     totals, seconds = run_for_partition(context, inputs)
@@ -153,15 +146,13 @@ def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDataba
     "refined_subjects",
     kinds={"postgres", "openai"},
     pool="llm",
-    description=(
-        "Stage 5: subjects whose descriptions became ' | ' junk drawers get a clean 2–5 word name and a 1–3 "
-        "sentence narrative (in batches, several LLM calls in flight, or offline synthesis), then are "
-        "re-embedded so later merges compare against the consolidated subject. Last, the user's retrieval "
-        "profile (pair and subject counts, mean subject embedding) that recall's ranker reads is refreshed."
-    ),
 )
 def refined_subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
                      embedder: EmbedderResource, llm: LLMResource) -> dg.MaterializeResult:
+    """Stage 5: subjects whose descriptions became ' | ' junk drawers get a clean 2–5 word name and a 1–3
+    sentence narrative (in batches, several LLM calls in flight, or offline synthesis), then are re-embedded
+    so later merges compare against the consolidated subject. Last, the user's retrieval profile (pair and
+    subject counts, mean subject embedding) that recall's ranker reads is refreshed."""
     database, model, refiner = dreaming_db.database(), embedder.embedder(), llm.refiner()
     totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, embedder=model,
                                                              refiner=refiner))

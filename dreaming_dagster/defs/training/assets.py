@@ -40,16 +40,13 @@ def png_markdown(png: bytes, alt: str) -> str:
 @ranker_asset(
     kinds={"postgres", "python"},
     pool="llm",
-    description=(
-        "A LongMemEval-format file turned into benchmark users' memory and dreamed with the configured "
-        "providers: one user holding every session (one-user, the reference's protocol) or one user per "
-        "question with its own haystack (per-question, LongMemEval's). Streams the file; re-runs only do "
-        "what is missing."
-    ),
 )
 def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMemoryConfig,
                        dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
                        llm: LLMResource) -> dg.MaterializeResult:
+    """A LongMemEval-format file turned into benchmark users' memory and dreamed with the configured providers:
+    one user holding every session (one-user, the reference's protocol) or one user per question with its own
+    haystack (per-question, LongMemEval's). Streams the file; re-runs only do what is missing."""
     from dreaming_dagster.demo import default_dataset_path
     from dreaming_dagster.training.memory import load_benchmark_memory
 
@@ -81,17 +78,14 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
 @ranker_asset(
     after=longmemeval_memory,
     kinds={"postgres", "pandas", "parquet"},
-    description=(
-        "For every answerable question, the hybrid candidate pool (top-K by cosine ∪ top-K by BM25 ∪ the pairs of "
-        "the subjects nearest the question) with all "
-        "eight signals from the SQL that serves recall, which side drew each candidate, a relevance label (a "
-        "turn of the pair has has_answer) and the needle flag, plus the user's profile as the question saw it; "
-        "two parquet tables in <data_dir>/ranker/."
-    ),
 )
 def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPoolsConfig,
                       dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
                       dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
+    """For every answerable question, the hybrid candidate pool (top-K by cosine ∪ top-K by BM25 ∪ the pairs of
+    the subjects nearest the question) with all eight signals from the SQL that serves recall, which side drew
+    each candidate, a relevance label (a turn of the pair has has_answer) and the needle flag, plus the user's
+    profile as the question saw it; two parquet tables in <data_dir>/ranker/."""
     from dreaming_dagster.training.memory import MemoryManifest
     from dreaming_dagster.training.pools import build_pools
 
@@ -139,16 +133,14 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
 @ranker_asset(
     after=longmemeval_pools,
     kinds={"torch"},
-    description=(
-        "The Composite ranker trained with ApproxNDCG on the hybrid pools: v3 (8 weights + scale, with lex) "
-        "and, for comparison, v2 (7 weights), v1 (3 weights) and a v2 trained on the cosine pool alone; "
-        "80/20 split by question stratified by type, best epoch by validation NDCG@10, deterministic for a "
-        "seed. v3 is published for recall() only if it beats, on validation NDCG@10, the best ranking without a "
-        "model of the same pools: cosine, BM25 and their reciprocal-rank fusion."
-    ),
 )
 def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, dreaming_db: DreamingDatabaseResource,
                  embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
+    """The Composite ranker trained with ApproxNDCG on the hybrid pools: v3 (8 weights + scale, with lex) and,
+    for comparison, v2 (7 weights), v1 (3 weights) and a v2 trained on the cosine pool alone; 80/20 split by
+    question stratified by type, best epoch by validation NDCG@10, deterministic for a seed. v3 is published
+    for recall() only if it beats, on validation NDCG@10, the best ranking without a model of the same pools:
+    cosine, BM25 and their reciprocal-rank fusion."""
     from dreaming_dagster.retrieval.ranker import save_ranker
     from dreaming_dagster.training.evaluation import training_curves_png
     from dreaming_dagster.training.fit import fit_rankers
@@ -202,15 +194,12 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
 @ranker_asset(
     after=ranker_model,
     kinds={"torch", "markdown"},
-    description=(
-        "Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1, v2 and v3 on identical hybrid pools, "
-        "and v2 trained on the cosine pool: NDCG@10/@5, Recall@10/@5, MRR, needle hit %, pool recall (the "
-        "ceiling: cosine pool vs hybrid pool), Recall@10 per question type and the mean learned weights; on "
-        "the validation split and on all answerable questions, with the predicted question type (and the "
-        "gold one for v3)."
-    ),
 )
 def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource) -> dg.MaterializeResult:
+    """Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1, v2 and v3 on identical hybrid pools, and
+    v2 trained on the cosine pool: NDCG@10/@5, Recall@10/@5, MRR, needle hit %, pool recall (the ceiling:
+    cosine pool vs hybrid pool), Recall@10 per question type and the mean learned weights; on the validation
+    split and on all answerable questions, with the predicted question type (and the gold one for v3)."""
     from dreaming_dagster.retrieval.ranker import load_ranker
     from dreaming_dagster.training.evaluation import evaluate, markdown_report
     from dreaming_dagster.training.fit import COSINE_POOL_VERSIONS, VERSIONS, cosine_pool_key
