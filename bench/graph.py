@@ -7,7 +7,8 @@
 2. The oracle's one-user memory (every session in one user's memory, the reference's protocol) embedded
    once and dreamed twice, once per offline extractor (the second from a copy of the embedded memory):
    graph health for each (subjects, singleton share, median subjects per pair, largest subject's share,
-   hubs, share of subjects on the committed generic list, 30 random subject names).
+   hubs, share of subjects on the committed generic list, 30 random subject names); the same report for each
+   of the demo's users (`make demo`: 5 users, 8 questions each), dreamed by sync_user.
 3. The ablation, one run, validation split (the same questions for every variant): for each extractor, v3
    trained and evaluated on pools with graph candidates and graph signals, against v3 trained and
    evaluated with the graph signals zeroed and no graph candidates; overall and per question type.
@@ -29,9 +30,11 @@ from pathlib import Path
 import numpy as np
 from common import ORACLE, RESULTS, machine  # first: puts the project on the import path
 
+from dreaming_dagster.demo import build_demo_users
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions
+from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
@@ -89,6 +92,19 @@ def health(database: Database, user_id: str, seed: int = 7) -> dict:
             "unflagged_subjects_over_5pct": over_five,
             "top_subjects": [(row["subject_text"], row["linked_pairs"], bool(row["hub"])) for row in top],
             "random_subjects": random.Random(seed).sample(names, min(30, len(names)))}
+
+
+def demo_health(database: Database, embedder, dataset: Path) -> dict:
+    """Each demo user's memory (as `make demo` builds it) dreamed by sync_user, and its graph's health."""
+    reports = {}
+    for user in build_demo_users(dataset, users=5, questions_per_user=8):
+        save_pairs(user.user_id, user.records, database=database, embedder=embedder)
+        sync_user(user.user_id, database=database, embedder=embedder, extractor=OfflineExtractor(),
+                  refiner=OfflineRefiner())
+        report = health(database, user.user_id)
+        reports[user.user_id] = {**report, "random_subjects": report["random_subjects"][:10]}
+        print(user.user_id, {k: v for k, v in report.items() if k not in ("random_subjects", "top_subjects")})
+    return reports
 
 
 def without_graph(pools: Pools) -> Pools:
@@ -153,6 +169,8 @@ def main() -> None:
             memories[name] = copy
             print(f"{name}: re-dreamed {rows:,} pairs in {memory_seconds[name]} s")
         results["memory_seconds"] = memory_seconds
+        results["demo_health"] = demo_health(Database(embedded.scratch_database_url(admin, "demo")), embedder,
+                                             args.dataset)
         results["health"], results["ablation"] = {}, {}
         for name, database in memories.items():
             results["health"][name] = health(database, user)
@@ -184,6 +202,14 @@ def markdown(r: dict) -> str:
                      f"{h['generic_subjects']} ({100 * h['generic_share']:.1f}%) |")
     for name, h in r["health"].items():
         lines += ["", f"30 random subjects ({name}): " + ", ".join(h["random_subjects"])]
+    lines += ["", "## Graph health, the demo's users (entities extractor, sync_user)", "",
+              "| user | pairs | subjects | singletons | median subjects/pair | largest subject | hubs | generic | "
+              "top subjects |", "|---|---:|---:|---:|---:|---|---:|---:|---|"]
+    for user, h in r.get("demo_health", {}).items():
+        lines.append(f"| {user} | {h['pairs']:,} | {h['subjects']:,} | {100 * h['singleton_share']:.1f}% | "
+                     f"{h['median_subjects_per_pair']} | {h['largest_subject']} ({100 * h['largest_share']:.1f}%) | "
+                     f"{h['hubs']} | {h['generic_subjects']} | "
+                     + ", ".join(f"{name} ({n})" for name, n, _ in h["top_subjects"][:5]) + " |")
     lines += ["", "## Ablation (validation split; v3 with vs without the graph)", "",
               "| extractor | variant | NDCG@10 | Recall@10 | MRR | BM25 Recall@10 | RRF Recall@10 |",
               "|---|---|---:|---:|---:|---:|---:|"]

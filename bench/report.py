@@ -132,6 +132,10 @@ def main() -> None:
                          f"median {h['median_subjects_per_pair']} subjects a pair; largest {h['largest_subject']} "
                          f"({100 * h['largest_share']:.1f}%{', hub' if h['largest_is_hub'] else ''}); hubs {h['hubs']}; "
                          f"unflagged > 5% {h['unflagged_subjects_over_5pct']}; generic {100 * h['generic_share']:.1f}%"))
+        if r.get("demo_health"):
+            rows.append(("graph health, the demo's users (singletons, largest subject)", "; ".join(
+                f"{u.removeprefix('demo-user-')}: {h['subjects']} subjects over {h['pairs']} pairs, "
+                f"{100 * h['singleton_share']:.0f}%, {h['largest_subject']}" for u, h in r["demo_health"].items())))
         for name, a in r["ablation"].items():
             with_graph, without = a["with graph"]["v3"], a["without graph"]["v3"]
             rows.append((f"v3 with vs without the graph ({name}), validation",

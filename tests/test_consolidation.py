@@ -223,6 +223,25 @@ def test_the_offline_pass_cleans_a_graph_built_by_the_earlier_extractor(database
     assert report.status == "applied"
 
 
+def test_a_name_merges_into_the_one_longer_name_of_its_type_it_shares_conversations_with(database, graph):
+    pairs = graph["pairs"]
+    rachel = subject(database, "alice", "Rachel", subject_type="person", pairs=pairs[0:2])
+    rachel_green = subject(database, "alice", "Rachel Green", subject_type="person", pairs=pairs[1:3])
+    golden_gate = subject(database, "alice", "Golden Gate", subject_type="place", pairs=pairs[3:4])
+    park = subject(database, "alice", "Golden Gate Park", subject_type="place", pairs=pairs[4:5])  # no shared pair
+    bread = subject(database, "alice", "Bread", subject_type="topic", pairs=pairs[0:1])
+    dough = subject(database, "alice", "Bread Dough", subject_type="topic", pairs=pairs[0:1])  # topics: apart
+    priya = subject(database, "alice", "Priya", subject_type="person", pairs=pairs[5:6])
+    shah = subject(database, "alice", "Priya Shah", subject_type="person", pairs=pairs[5:6])
+    patel = subject(database, "alice", "Priya Patel", subject_type="person", pairs=pairs[5:6])  # ambiguous
+    report = run_pass(database, HashEmbedder(), OfflineConsolidator(), "alice", mode="compact", policy=POLICY)
+    assert str(row(database, rachel)["merged_into"]) == rachel_green
+    assert row(database, rachel_green)["links"] == 3 and row(database, rachel_green)["subject_text"] == "Rachel Green"
+    for apart in (golden_gate, park, bread, dough, priya, shah, patel):
+        assert row(database, apart)["merged_into"] is None and row(database, apart)["archived_at"] is None
+    assert "Rachel → Rachel Green" in report.summary
+
+
 def test_archived_subjects_restore_with_their_links(database, graph):
     run_pass(database, HashEmbedder(), Scripted([{"op": "archive_subject", "subject": graph["boots"], "reason": "x"}]),
              "alice", policy=POLICY)

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from dreaming_dagster.cli import main
+from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.hubs import HubRule
@@ -124,3 +125,34 @@ def load_hub_only_pairs() -> str:
     return ("SELECT count(*) AS n FROM unnest(%s::uuid[]) AS ids (id) WHERE NOT EXISTS ("
             "SELECT 1 FROM subject_memory_pair_links l JOIN subjects s ON s.id = l.subject_id "
             "WHERE l.pair_id = ids.id AND s.hub_since IS NULL AND s.archived_at IS NULL)")
+
+
+def test_extraction_reads_the_users_own_memory_for_recurring_names(database, embedder16):
+    def one(user: str, text: str, minute: int) -> None:
+        save_pairs(user, [{"session_id": "s", "occurred_at": f"2026-03-01T10:{minute:02d}:00Z",
+                           "user_message": text, "assistant_message": "Nice."}], database=database,
+                   embedder=embedder16)
+
+    one("ann", "I bought a pizza stone for my oven.", 0)
+    one("bob", "My stand mixer broke while I was kneading bread.", 0)
+    sync_user("ann", database=database, embedder=embedder16)
+    sync_user("bob", database=database, embedder=embedder16)
+    asked = ["pizza stone", "stand mixer", "bread", "melanie"]
+    assert stages.held_subject_names(database, "ann", "default", asked) == {"pizza stone": False}
+    assert stages.held_subject_names(database, "bob", "default", asked) == {"stand mixer": False}  # its own only
+    # Extracted and not merged yet (an earlier batch of a backlog) counts as held too.
+    one("ann", "We went to the Louvre in Paris.", 1)
+    stages.extract_pending(database, OfflineExtractor(), "ann", "default")
+    assert stages.held_subject_names(database, "ann", "default", ["louvre", "paris"]) == {
+        "louvre": False, "paris": False}
+    # A new pair naming several topics keeps the one ann's memory holds first.
+    one("ann", "Yesterday I used my stand mixer, a baking steel and the pizza stone for bread dough.", 2)
+    sync_user("ann", database=database, embedder=embedder16)
+    with database.connect(vectors=False) as conn:
+        (latest,) = conn.execute("SELECT extracted_subjects FROM memory_pairs WHERE user_id = 'ann' "
+                                 "ORDER BY occurred_at DESC LIMIT 1").fetchall()
+    assert latest["extracted_subjects"][0]["name"] == "Pizza Stone"
+    # A hub of the user's graph is held as a hub.
+    save_pairs("mel", chat_log(), database=database, embedder=embedder16)
+    sync_user("mel", database=database, embedder=embedder16)
+    assert stages.held_subject_names(database, "mel", "default", asked) == {"melanie": True}

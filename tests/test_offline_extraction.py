@@ -9,7 +9,14 @@ import sys
 
 import pytest
 
-from dreaming_dagster.extraction.entities import is_generic, reply_head, singular
+from dreaming_dagster.extraction.entities import (
+    Candidate,
+    is_generic,
+    reply_head,
+    salient,
+    salient_in_memory,
+    singular,
+)
 from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor
 from dreaming_dagster.extraction.schema import MAX_SUBJECTS, SUBJECT_TYPES
 from tests.conftest import ORACLE, PROJECT_ROOT
@@ -81,6 +88,42 @@ def test_worker_processes_give_the_same_subjects_as_one_process():
     assert one == two
     subjects = [s["name"] for e in one for s in e["subjects"]]
     assert subjects and not any(is_generic(name) for name in subjects)
+
+
+def candidate(name: str, kind: str = "topic", score: float = 1.0, position: float = 0.0) -> Candidate:
+    return Candidate(name=name, type=kind, sentence=f"about {name}", score=score, first_position=position)
+
+
+def test_within_a_users_memory_recurring_names_come_first_and_a_pair_adds_one_new_topic_at_most():
+    pair = [candidate("Stand Mixer", score=1.3), candidate("Bread", score=1.2),
+            candidate("Pizza Stone", score=1.0, position=0.5), candidate("Priya", "person", 2.0, 0.9)]
+    assert [c.name for c in salient(pair, 3)] == ["Priya", "Stand Mixer", "Bread"]  # the pair alone
+    (chosen,) = salient_in_memory([pair], {"pizza stone": False}, 3)
+    # The held topic first; a new name is kept; of the two new topics only the more salient one.
+    assert [c.name for c in chosen] == ["Pizza Stone", "Priya", "Stand Mixer"]
+    (chosen,) = salient_in_memory([pair], {"priya": True}, 3)  # a hub: kept last, only when room is left
+    assert [c.name for c in chosen] == ["Stand Mixer", "Priya"]
+    (chosen,) = salient_in_memory([pair], {}, 3)
+    assert [c.name for c in chosen] == ["Priya", "Stand Mixer"]
+    # Two pairs of one batch naming the same topic: it recurs, so both keep it.
+    first, second = salient_in_memory([pair, [candidate("Bread"), candidate("Oven", score=1.5)]], {}, 3)
+    assert "Bread" in [c.name for c in first] and [c.name for c in second] == ["Bread", "Oven"]
+    assert salient_in_memory([[]], {}, 3) == [[]]
+
+
+def test_the_extractor_asks_the_users_memory_about_its_candidates_only():
+    asked = []
+
+    def memory(names):
+        asked.append(list(names))
+        return {"pizza stone": False}
+
+    pair = ("Yesterday I used my stand mixer, a baking steel and the pizza stone for bread dough.", "Nice.")
+    (alone,) = OfflineExtractor().extract_many([pair])
+    (within,) = OfflineExtractor().extract_many([pair], memory=memory)
+    assert "Pizza Stone" not in names(alone)[:1] and names(within)[0] == "Pizza Stone"
+    assert len(asked) == 1 and "pizza stone" in asked[0] and asked[0] == sorted(set(asked[0]))
+    assert all(name == name.lower() for name in asked[0])
 
 
 def test_bad_settings_are_refused_with_the_field_named():

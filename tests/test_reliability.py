@@ -149,7 +149,7 @@ class _UnstorableExtractor:
 
     provider = "unstorable"
 
-    def extract_many(self, pairs):
+    def extract_many(self, pairs, memory=None):
         return [Extraction.model_construct(summary="bad\u0000" if "3" in user else "fine", subjects=[])
                 for user, _ in pairs]
 

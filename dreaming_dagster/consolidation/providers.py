@@ -15,6 +15,7 @@ from dreaming_dagster.consolidation.inputs import PassInput
 from dreaming_dagster.consolidation.mutations import MUTATION_MODELS
 from dreaming_dagster.consolidation.rules import (
     Protection,
+    contained_name_merges,
     is_protected,
     junk_reason,
     merge_drops_identity,
@@ -43,7 +44,9 @@ class Consolidator(Protocol):
 # ------------------------------------------------------------------------------------------------ offline
 class OfflineConsolidator:
     """Deterministic rules: merge subjects whose names are variants of one name (case, markdown,
-    possessive, a regular plural: "Avery", "Avery's", "**Avery**"; "Dog", "Dogs"), merge near-identical ones
+    possessive, a regular plural: "Avery", "Avery's", "**Avery**"; "Dog", "Dogs"), merge a name into the one
+    longer name of the same named type that contains it when they share pairs ("Rachel" into "Rachel
+    Green"), merge near-identical ones
     (cosine ≥ 0.95) when no name token of identity is lost, and archive, restorably and with the reason,
     names the offline extractor would never produce — fragments, markdown artifacts, stop-words, generic
     words ("Wow", "Plan", "Great List") and clause pieces ("Bowl Is Gorgeous") — when not protected, so a
@@ -83,6 +86,15 @@ class OfflineConsolidator:
                                   "reason": "normalized name"})
             merged |= {s["id"] for s in group}
             merges.append(f"{', '.join(s['subject_text'] for s in sources)} → {clean}")
+        by_target: dict[str, list[dict]] = {}
+        for short, long in contained_name_merges([s for s in subjects if s["id"] not in merged]):
+            by_target.setdefault(long["id"], [long]).append(short)
+        for target, *sources in by_target.values():
+            mutations.append({"op": "merge_subjects", "sources": [s["id"] for s in sources], "target": target["id"],
+                              "reason": "a name inside a longer name of the same "
+                                        f"{target['subject_type']}, named in the same conversations"})
+            merged |= {target["id"], *(s["id"] for s in sources)}
+            merges.append(f"{', '.join(s['subject_text'] for s in sources)} → {target['subject_text']}")
         rest = [s for s in subjects if s["id"] not in merged and s["embedding"] is not None]
         if len(rest) > 1:
             vectors = np.stack([np.asarray(s["embedding"], np.float32) for s in rest])

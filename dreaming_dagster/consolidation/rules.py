@@ -85,6 +85,40 @@ def variant_key(name: str) -> str:
                     for w in words)
 
 
+# Types whose names are names (a person, a place): "Rachel" inside "Rachel Green" is the same one when
+# both are named in the same conversations. Topics are not: "Bread" inside "Bread Dough" is another thing.
+NAMED_TYPES = frozenset({"person", "place", "organization", "product", "event", "entity"})
+
+
+def contained_name_merges(subjects: list[dict]) -> list[tuple[dict, dict]]:
+    """(shorter, longer) merges a rule can prove: the shorter name's words stand in the longer name, in order
+    ("Rachel" in "Rachel Green", "Golden Gate" in "Golden Gate Park"), both of one named type, sharing at
+    least one pair (``pair_ids``), and exactly one longer name qualifies (two candidates — "Rachel Green",
+    "Rachel Adams" — mean the short name is ambiguous, so nothing merges). A longer name that is itself
+    merged into a still longer one is no target (no chains in one pass)."""
+    def words(subject: dict) -> tuple[str, ...]:
+        return tuple(normalize_subject_name(subject["subject_text"]).casefold().split())
+
+    def inside(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
+        return len(short) < len(long) and any(long[i:i + len(short)] == short for i in range(len(long) - len(short) + 1))
+
+    named = [s for s in subjects if s.get("subject_type") in NAMED_TYPES and words(s)]
+    by_word: dict[str, list[dict]] = {}
+    for subject in named:
+        for word in set(words(subject)):
+            by_word.setdefault(word, []).append(subject)
+    proposals = []
+    for short in named:
+        short_words, short_pairs = words(short), set(short.get("pair_ids") or ())
+        containers = [long for long in by_word.get(short_words[0], ())
+                      if long["subject_type"] == short["subject_type"] and inside(short_words, words(long))]
+        if len(containers) == 1 and short_pairs & set(containers[0].get("pair_ids") or ()):
+            proposals.append((short, containers[0]))
+    sources = {short["id"] for short, _ in proposals}
+    return sorted([(short, long) for short, long in proposals if long["id"] not in sources],
+                  key=lambda pair: (pair[1]["id"], pair[0]["id"]))
+
+
 @dataclass(frozen=True)
 class DecayPolicy:
     grace_days: float = 30.0

@@ -18,14 +18,24 @@ What becomes a subject, and why:
 
 Salience decides which (at most ``max_subjects``) a pair keeps: entities before phrases, repeated mentions,
 mentions in the user's own turn (what the user said is what the memory is about), the grammatical
-subject or object of a clause, earlier first; ties by name. Everything is a function of the pair's own
-text, so a graph rebuilt in any batch order is the same graph.
+subject or object of a clause, earlier first; ties by name. Read alone, a pair's subjects are a function
+of its own text.
+
+Read within a user's memory (``salient_in_memory``: what the extraction stage does), salience is also
+recurrence: a name the user's memory already holds, or that another pair of the same batch names, comes
+first, and a pair introduces at most ``NEW_TOPICS_PER_PAIR`` new noun-phrase topic. One-off phrases are what
+made most subjects singletons (a subject linked to one pair relates nothing); a recurring subject is what
+ties sessions together. Hubs the memory holds (a speaker's name) come last: every pair names them, they
+carry nothing. The stage reads batches in a fixed order and the memory from the database, so a rebuild or
+a restarted run makes the same choices.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
@@ -184,19 +194,54 @@ def candidates(user_doc, reply_doc=None) -> list[Candidate]:
     return list(found.values())
 
 
-def salient(found: list[Candidate], limit: int) -> list[Candidate]:
+def salient(found: list[Candidate], limit: int, new_topics: int | None = None,
+            recurs: Mapping[str, bool] | None = None) -> list[Candidate]:
     """The ``limit`` most salient candidates; one that only repeats part of a kept longer name of the same
-    pair ("Park" beside "Golden Gate Park") is not kept again."""
+    pair ("Park" beside "Golden Gate Park") is not kept again; with ``new_topics``, at most that many
+    noun-phrase topics that do not recur (``recurs``: name → recurs) are kept."""
     ranked = sorted(found, key=lambda c: (-c.score, c.first_position, c.name))
     kept: list[Candidate] = []
+    taken_topics = 0
     for candidate in ranked:
         words = set(candidate.name.lower().split())
         if any(words <= set(other.name.lower().split()) for other in kept):
             continue
+        if new_topics is not None and candidate.type == "topic" and not (recurs or {}).get(candidate.name):
+            if taken_topics == new_topics:
+                continue
+            taken_topics += 1
         kept.append(candidate)
         if len(kept) == limit:
             break
     return kept
+
+
+# Recurrence in the user's memory outweighs one mention's salience: a recurring topic (1.0) outranks a
+# new name (2.0). Chosen on the oracle memory (see ``salient_in_memory``).
+RECURRING_BOOST = 2.0
+HUB_PENALTY = 3.0
+NEW_TOPICS_PER_PAIR = 1
+
+
+def salient_in_memory(per_pair: list[list[Candidate]], held: Mapping[str, bool], limit: int) -> list[list[Candidate]]:
+    """The ``limit`` most salient candidates of each pair of a batch, read within the user's memory.
+
+    ``held`` maps the lower-cased names the user's memory already holds (live subjects, and subjects
+    extracted but not merged yet) to whether that subject is a hub. A candidate recurs when the memory holds
+    it (not as a hub) or another pair of the batch names it too: recurring candidates gain
+    ``RECURRING_BOOST``, hubs lose ``HUB_PENALTY`` (kept only when nothing else is left, so they stay
+    browsable); of the candidates that do not recur, at most ``NEW_TOPICS_PER_PAIR`` noun-phrase topic is
+    kept (new names are kept: a person or place named once is still worth remembering)."""
+    in_batch = Counter(key for found in per_pair for key in {c.name.lower() for c in found})
+    chosen = []
+    for found in per_pair:
+        hubs = {c.name for c in found if held.get(c.name.lower(), False)}
+        recurs = {c.name: c.name not in hubs and (c.name.lower() in held or in_batch[c.name.lower()] > 1)
+                  for c in found}
+        rescored = [replace(c, score=c.score + RECURRING_BOOST) if recurs[c.name]
+                    else replace(c, score=c.score - HUB_PENALTY) if c.name in hubs else c for c in found]
+        chosen.append(salient(rescored, limit, new_topics=NEW_TOPICS_PER_PAIR, recurs=recurs))
+    return chosen
 
 
 # Adverbs of talk, not of things ("back" in "Back Pain" is an adverb to the tagger, and a subject).

@@ -10,7 +10,7 @@ English pipeline (``extraction/entities.py``): subjects a person would recognise
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import cache
 from typing import Protocol
 
@@ -24,11 +24,19 @@ MAX_PROMPT_CHARS_PER_TURN = 12_000
 MAX_OFFLINE_CHARS = 4000
 
 
+# The user's memory as an extractor may consult it: given lower-cased candidate names, the ones the memory
+# already holds, each mapped to whether that subject is a hub (pipeline/stages.held_subject_names).
+SubjectMemory = Callable[[Collection[str]], Mapping[str, bool]]
+
+
 class Extractor(Protocol):
     provider: str
 
-    def extract_many(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
-        """One result per (user_message, assistant_message): an Extraction, or the error it raised."""
+    def extract_many(self, pairs: Sequence[tuple[str, str]],
+                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
+        """One result per (user_message, assistant_message): an Extraction, or the error it raised.
+        ``memory``: the user's memory, for extractors whose salience reads it (the offline one); others
+        ignore it."""
         ...
 
 
@@ -56,10 +64,9 @@ class OfflineExtractor:
             return "", assistant_message.strip()[:MAX_OFFLINE_CHARS]
         return user, entities.reply_head(assistant_message, self.reply_sentences)
 
-    def _extraction(self, user_message: str, assistant_message: str, user_doc, reply_doc) -> Extraction:
-        found = entities.candidates(user_doc, reply_doc)
-        subjects = [{"name": c.name, "description": c.sentence, "type": c.type}
-                    for c in entities.salient(found, self.max_subjects)]
+    @staticmethod
+    def _extraction(user_message: str, assistant_message: str, chosen: list[entities.Candidate]) -> Extraction:
+        subjects = [{"name": c.name, "description": c.sentence, "type": c.type} for c in chosen]
         return Extraction.model_validate({
             "summary": entities.first_sentence(user_message or assistant_message), "subjects": subjects})
 
@@ -73,7 +80,15 @@ class OfflineExtractor:
         disable = [name for name in nlp.pipe_names if name not in ("ner",)] if entities_only else []
         return list(nlp.pipe(texts, batch_size=64, n_process=processes, disable=disable))
 
-    def extract_many(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
+    def _choose(self, found: list[list[entities.Candidate]], memory: SubjectMemory | None) -> list[list[entities.Candidate]]:
+        """Each pair's subjects: by its own salience alone, or (given the user's memory) within it."""
+        if memory is None:
+            return [entities.salient(candidates, self.max_subjects) for candidates in found]
+        held = memory(sorted({c.name.lower() for candidates in found for c in candidates}))
+        return entities.salient_in_memory(found, held, self.max_subjects)
+
+    def extract_many(self, pairs: Sequence[tuple[str, str]],
+                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
         texts = [self._texts(user, reply) for user, reply in pairs]
         processes = self.processes if len(pairs) >= self.PARALLEL_MIN_PAIRS else 1
         try:
@@ -82,11 +97,22 @@ class OfflineExtractor:
         except Exception:  # noqa: BLE001 - one unreadable text must not fail the batch: read pair by pair
             if len(pairs) == 1:
                 raise
-            return call_each(lambda user, reply: self.extract_many([(user, reply)])[0], pairs, max_in_flight=1)
-        results: list[Extraction | Exception] = []
-        for (user, reply), user_doc, reply_doc in zip(pairs, user_docs, reply_docs, strict=True):
+            return call_each(lambda user, reply: self.extract_many([(user, reply)], memory)[0], pairs,
+                             max_in_flight=1)
+        found: list[list[entities.Candidate]] = []
+        unreadable: dict[int, Exception] = {}
+        for n, (user_doc, reply_doc) in enumerate(zip(user_docs, reply_docs, strict=True)):
             try:
-                results.append(self._extraction(user, reply, user_doc, reply_doc))
+                found.append(entities.candidates(user_doc, reply_doc))
+            except Exception as error:  # noqa: BLE001 - recorded per pair by the stage
+                unreadable[n] = error
+                found.append([])
+        results: list[Extraction | Exception] = []
+        for n, ((user, reply), chosen) in enumerate(zip(pairs, self._choose(found, memory), strict=True)):
+            try:
+                if n in unreadable:
+                    raise unreadable[n]
+                results.append(self._extraction(user, reply, chosen))
             except Exception as error:  # noqa: BLE001 - recorded per pair by the stage
                 results.append(error)
         return results
@@ -153,7 +179,8 @@ class KeyphraseExtractor:
         return Extraction.model_validate({"summary": entities.first_sentence(user_message or assistant_message),
                                           "subjects": subjects})
 
-    def extract_many(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
+    def extract_many(self, pairs: Sequence[tuple[str, str]],
+                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
         return call_each(self.extract, pairs, max_in_flight=1)
 
 
@@ -173,7 +200,9 @@ class OpenAIExtractor:
                     {"role": "user", "content": exchange}]
         return self.client.ask(messages, Extraction, "pair_extraction", json_schema())
 
-    def extract_many(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
+    def extract_many(self, pairs: Sequence[tuple[str, str]],
+                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
+        # The contract of the LLM path is unchanged: the model names subjects from the pair alone.
         return call_each(self.extract, pairs, self.max_in_flight)
 
 

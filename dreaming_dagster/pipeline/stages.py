@@ -9,7 +9,7 @@ hold :func:`user_graph_lock` so nothing writes one user's graph concurrently.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
@@ -97,6 +97,17 @@ class ExtractionStats(Failures):
     provider_unavailable: bool = False  # the stage stopped early; the rest waits for the next run
 
 
+def held_subject_names(database: Database, user_id: str, kg_id: str, names: Collection[str]) -> dict[str, bool]:
+    """Of ``names`` (lower-cased), those the user's memory already holds → whether each is a hub (the
+    ``memory`` an extractor consults: extraction.providers.SubjectMemory)."""
+    if not names:
+        return {}
+    with database.connect(vectors=False) as conn:
+        rows = conn.execute(load_sql("pipeline/held_subject_names"),
+                            {"user_id": user_id, "kg_id": kg_id, "names": list(names)}).fetchall()
+    return {row["name"]: row["hub"] for row in rows}
+
+
 def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_id: str, *,
                     batch_size: int | None = None, max_attempts: int = MAX_EXTRACTION_ATTEMPTS,
                     cooldown_seconds: float = EXTRACTION_RETRY_COOLDOWN_SECONDS) -> ExtractionStats:
@@ -113,7 +124,8 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
     for rows in pending_batches(database, "pipeline/pending_extraction_batch", {
             "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed_now,
             **extraction_retry_params(max_attempts, cooldown_seconds)}):
-        results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows])
+        results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows],
+                                         memory=lambda names: held_subject_names(database, user_id, kg_id, names))
         with database.connect() as conn, conn.transaction():
             for row, result in zip(rows, results, strict=True):
                 if isinstance(result, CallSkippedError):
