@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test screenshots lint ui bench clean-data  # bench-<name> come from the pattern rule below (make skips pattern rules for .PHONY targets)
+.PHONY: install browser demo test screenshots lint ui bench clean-data serve  # bench-<name> come from the pattern rule below (make skips pattern rules for .PHONY targets)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability bench-graph bench-compact-pass
+bench: bench-ingest bench-dreaming bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability bench-graph bench-compact-pass bench-serve
 	$(BIN)/python bench/report.py
 
 
@@ -52,3 +52,7 @@ clean-data:
 # bench-encoder-coverage runs bench/encoder_coverage.py, and so on: one script a benchmark.
 bench-%: install
 	$(BIN)/python bench/$(subst -,_,$*).py
+
+# The HTTP memory service on the embedded default (docs/service.md).
+serve: install
+	$(BIN)/dreaming serve

@@ -151,6 +151,16 @@ def main() -> None:
          "(those left are protected: reinforced 5+ times)"),
         ("archived, by reason", "; ".join(f"{k}: {v}" for k, v in r["archived_by_reason"].items())),
         ("merged (variants of one name)", f"{r['merges']}: {', '.join(r['merge_examples'])}")])
+    r = load("serve")
+    if r is not None:
+        def latency(cell: dict, kind: str) -> str:
+            c = cell.get(kind)
+            return f"{c['p50_ms']} / {c['p95_ms']} / {c['p99_ms']} ms" if c else "–"
+        out += section("The memory service under load", r, [
+            (name, f"{cell['requests_per_s']} requests/s · recall p50/p95/p99 {latency(cell, 'recall')} · save "
+                   f"{latency(cell, 'save')} · errors {cell['errors']}") for name, cell in r["cells"].items()],
+            f"{r['mix']}, {r['seconds_per_cell']} s a cell; the HTTP clients share the 2 cores with the server. "
+            "What the service is: docs/service.md.")
     r = load("reliability")
     if r is not None:
         k, t, s = r["kill_9_mid_sync"], r["terminated_saves"], r["concurrent_savers"]

@@ -78,3 +78,20 @@ def test_the_helm_values_agree_with_the_instance_config_and_the_code_location():
                                                                        for lim in instance_limits]
     workspace = yaml.safe_load((DEPLOY / "workspace.yaml").read_text())
     assert workspace["load_from"][0]["grpc_server"]["location_name"] == project["tool"]["dagster"]["code_location_name"]
+
+
+def test_the_memory_service_manifest_runs_dreaming_serve_with_probes_the_app_answers():
+    from dreaming_dagster.config.settings import DreamingSettings
+    from dreaming_dagster.service.app import create_app
+
+    deployment, service = yaml.safe_load_all((DEPLOY / "k8s" / "memory-service.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][:2] == ["dreaming", "serve"] and deployment["kind"] == "Deployment"
+    env = {item["name"]: item["value"] for item in container["env"]}
+    settings = DreamingSettings(**{name.removeprefix("DREAMING_").lower(): value for name, value in env.items()})
+    assert pod["terminationGracePeriodSeconds"] > settings.serve_shutdown_seconds  # in-flight requests finish
+    routes = {route.path for route in create_app(settings).routes}
+    assert {container["readinessProbe"]["httpGet"]["path"], service["metadata"]["annotations"]["prometheus.io/path"]} <= routes
+    port = container["args"][container["args"].index("--port") + 1]
+    assert service["spec"]["ports"][0]["port"] == int(port) == container["ports"][0]["containerPort"]

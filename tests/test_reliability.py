@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from dreaming_dagster.cli import main
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.consolidation.passes import PassFailedError, run_pass
 from dreaming_dagster.consolidation.providers import Proposal
 from dreaming_dagster.defs.pipeline.checks import parked_pairs_check
@@ -78,6 +79,28 @@ def test_public_recall_works_every_time_from_threads_and_a_fresh_process(api_env
                           cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1", "1"]
+
+
+def test_every_public_function_repeatedly_from_8_threads_at_once(api_env):
+    import itertools
+
+    import dreaming_dagster as dd
+    from dreaming_dagster.config.runtime import default_recaller
+
+    users = itertools.count()
+
+    def one_user_round_trip() -> tuple:
+        user = f"user-{next(users)}"
+        saved = [dd.save_pairs(user, [pair(n, user_message=f"{user} took up pottery, lesson {n}")]).inserted
+                 for n in range(2)]
+        synced = dd.sync_user(user)
+        found = [dd.recall(user, "pottery lesson", k=5) for _ in range(2)]
+        return saved, synced.extraction.get("pairs"), [len(r.memories) for r in found], found[0].memories[0].user_message
+
+    results = run_concurrently(one_user_round_trip, 8)
+    assert all(saved == [1, 1] and extracted == 2 and counts == [2, 2] for saved, extracted, counts, _ in results)
+    assert len({top.split(" took")[0] for *_, top in results}) == 8  # each thread saw its own user only
+    assert default_recaller()._pool.max_size == DreamingSettings().recall_connections  # recalls share a pool
 
 
 def test_concurrent_savers_of_shuffled_overlapping_batches_store_each_pair_once(database, embedder16):

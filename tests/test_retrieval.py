@@ -332,14 +332,14 @@ def test_the_pool_uses_the_hnsw_index_for_a_large_user(indexed_memory):
             return np.stack([query] * len(texts))
 
     recaller = Recaller(database, FixedEmbedder(), pool_size=50, ef_search=100)
-    conn = recaller._connection()  # recall's own connection and settings
-    nodes = explain(conn, pool_params("heavy", query))
+    with recaller._session() as conn:  # a connection of recall's own pool, with its settings
+        nodes = explain(conn, pool_params("heavy", query))
+        exact = {str(i) for i in exact_pool(conn, "heavy", query)}
     assert any(n.get("Index Name") == "memory_pairs_embedding_hnsw_idx" for n in nodes)
     exact_scan = [n for n in nodes if n.get("CTE Name") == "exact"]
     assert exact_scan and all(n.get("Actual Loops", 0) == 0 for n in exact_scan)  # never executed
     # Approximate, but close: most of the exact top-50 is in the pool.
     approx = {m.pair_id for m in recaller.recall("heavy", "anything", k=50, remember_query=False)}
-    exact = {str(i) for i in exact_pool(conn, "heavy", query)}
     assert len(approx) == 50 and len(approx & exact) >= 35
     recaller.close()
 

@@ -113,8 +113,29 @@ class DreamingSettings(BaseSettings):
     recall_graph_subjects: int = Field(
         default=10, ge=1, le=1000, description="how many subjects nearest the query (by embedding, and again by "
         "name words) the graph side starts from")
+    recall_connections: int = Field(
+        default=4, ge=1, le=1000, description="database connections recall keeps in its pool (recalls from "
+        "that many threads run at once)")
     recall_ef_search: int = Field(default=200, ge=1, le=1000,
                                   description="hnsw.ef_search of recall connections (raised to the pool size)")
+
+    # --- the service (dreaming serve, dreaming mcp) ---------------------------------------------------
+    serve_host: str = Field(default="127.0.0.1", description="address dreaming serve listens on")
+    serve_port: int = Field(default=8765, ge=0, le=65535, description="port dreaming serve listens on")
+    serve_connections: int = Field(default=8, ge=1, le=1000,
+                                   description="database connections the service pools for saves and syncs")
+    serve_max_body_bytes: int = Field(default=10_000_000, ge=1000, description="largest request body (413)")
+    serve_max_records: int = Field(default=1000, ge=1, le=100_000, description="pairs one POST /v1/pairs may hold")
+    serve_max_query_chars: int = Field(default=4000, ge=1, le=10_000, description="longest recall query (422)")
+    serve_max_k: int = Field(default=100, ge=1, le=200, description="most memories one recall may ask for")
+    serve_rate_per_second: float = Field(default=50.0, gt=0, description="requests a key may make per second, "
+                                         "on average (429 with Retry-After beyond it)")
+    serve_rate_burst: int = Field(default=100, ge=1, description="requests a key may make at once")
+    serve_torch_threads: int = Field(default=1, ge=1, le=256, description="torch threads of the service process: "
+                                     "requests run on many threads, so one each keeps the cores from "
+                                     "oversubscription")
+    serve_shutdown_seconds: float = Field(default=30.0, ge=0, description="how long a stopping service waits for "
+                                          "requests in flight")
 
     @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "embedding_model", "embedding_base_url", "embedding_api_key",
                      "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",

@@ -92,9 +92,10 @@ _DATABASE_SETTINGS = ["database_url", "data_dir", "dagster_storage_url"]
 _DatabaseSlice = settings_slice("_DatabaseSlice", "", _DATABASE_SETTINGS)
 _EmbedderSlice = settings_slice("_EmbedderSlice", "", _owned("embedding_"), prefix="embedding_")
 _LLMSlice = settings_slice("_LLMSlice", "", _owned("llm_"), prefix="llm_")
-# Everything else is how dreaming behaves: merge threshold, consolidation budget and decay, recall.
+# Everything else is how dreaming behaves: merge threshold, consolidation budget and decay, recall. The
+# serve_* settings belong to the HTTP service's own process (dreaming serve), which Dagster never runs.
 _POLICY_SETTINGS = [name for name in DreamingSettings.model_fields
-                    if name not in _DATABASE_SETTINGS and not name.startswith(("embedding_", "llm_"))]
+                    if name not in _DATABASE_SETTINGS and not name.startswith(("embedding_", "llm_", "serve_"))]
 DreamingPolicyResource = settings_slice(
     "DreamingPolicyResource", "How dreaming behaves: the merge threshold, consolidation passes (token "
     "budget, decay) and recall (DREAMING_MERGE_THRESHOLD, DREAMING_DREAM_*, DREAMING_DECAY_*, …).",

@@ -24,6 +24,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
 
 from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
 from dreaming_dagster.embeddings import Embedder
@@ -222,26 +223,36 @@ def to_memory(row: Mapping[str, Any]) -> RecalledMemory:
                           signals={name: float(row[name]) for name in SIGNAL_NAMES}, score=float(row["score"]))
 
 
-def open_recall_connection(database: Database, ef_search: int) -> psycopg.Connection:
-    """A connection set up as recall needs it (training builds its pools through one too)."""
-    # prepare_threshold=None: plan every query with its real parameters; a cached generic plan would pick
-    # one pool strategy (HNSW or exact scan) for users of every size.
-    conn = psycopg.connect(database.url, autocommit=True, row_factory=dict_row, prepare_threshold=None)
+def _configure_recall_connection(conn: psycopg.Connection, ef_search: int) -> None:
     register_vector(conn)
     conn.execute(load_sql("retrieval/connection_settings"), {"ef_search": str(ef_search)})
+
+
+# prepare_threshold=None: plan every query with its real parameters; a cached generic plan would pick one
+# pool strategy (HNSW or exact scan) for users of every size.
+_RECALL_CONNECTION = {"autocommit": True, "row_factory": dict_row, "prepare_threshold": None}
+
+
+def open_recall_connection(database: Database, ef_search: int) -> psycopg.Connection:
+    """A connection set up as recall needs it (training builds its pools through one too)."""
+    conn = psycopg.connect(database.url, **_RECALL_CONNECTION)
+    _configure_recall_connection(conn, ef_search)
     return conn
 
 
 class Recaller:
-    """Serves recall for one database and embedder: keeps one connection (HNSW search settings applied
-    once), the ranker file (reloaded when it changes on disk) and the question-type classifier."""
+    """Serves recall for one database and embedder: a pool of up to ``connections`` connections (HNSW search
+    settings applied once per connection; recalls from several threads run at once), the ranker file
+    (reloaded when it changes on disk) and the question-type classifier. Thread-safe."""
 
     def __init__(self, database: Database, embedder: Embedder, *, ranker_path: Path | None = None,
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
                  lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
                  ef_search: int = DECLARED_DEFAULTS.recall_ef_search, hubs: HubRule = DEFAULT_HUB_RULE,
-                 graph: GraphSide = DEFAULT_GRAPH_SIDE):
+                 graph: GraphSide = DEFAULT_GRAPH_SIDE, connections: int = DECLARED_DEFAULTS.recall_connections):
+        if not 1 <= connections <= 1000:
+            raise ValueError(f"connections must be between 1 and 1000, got {connections}")
         if not 1 <= pool_size <= 1000:
             raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
         if not 0 <= lexical_pool_size <= 1000:
@@ -251,7 +262,8 @@ class Recaller:
         self.ranker_path = Path(ranker_path) if ranker_path else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
         self.pool_size, self.ef_search, self.hubs, self.graph = pool_size, ef_search, hubs, graph
-        self._conn: psycopg.Connection | None = None
+        self.connections = connections
+        self._pool: ConnectionPool | None = None
         self._lock = threading.Lock()
         self._ranker: RankerFile | None = None
         self._ranker_stamp: tuple[int, int] | None = None
@@ -281,12 +293,20 @@ class Recaller:
             return None  # no classifier for this embedder: the question-type features stay zero
         return classifier.predict(query_embedding)
 
-    # -- the connection ---------------------------------------------------------------------------
-    def _connection(self) -> psycopg.Connection:
-        if self._conn is None or self._conn.closed:
-            self.database.ensure_schema(self.embedder.spec)
-            self._conn = open_recall_connection(self.database, max(self.ef_search, self.pool_size))
-        return self._conn
+    # -- the connections --------------------------------------------------------------------------
+    def _connections(self) -> ConnectionPool:
+        with self._lock:
+            if self._pool is None:
+                self.database.ensure_schema(self.embedder.spec)
+                ef_search = max(self.ef_search, self.pool_size)
+                self._pool = ConnectionPool(
+                    self.database.url, min_size=1, max_size=self.connections, open=True, name="recall",
+                    kwargs=_RECALL_CONNECTION, check=ConnectionPool.check_connection,
+                    configure=lambda conn: _configure_recall_connection(conn, ef_search))
+                # Its first connection ready before any recall: a recaller dropped at once leaves no pool
+                # worker busy filling it (a pool collected from its own worker thread cannot stop).
+                self._pool.wait(timeout=60)
+            return self._pool
 
     @classmethod
     def from_settings(cls, database: Database, embedder: Embedder, settings: DreamingSettings) -> Recaller:
@@ -294,24 +314,20 @@ class Recaller:
         return cls(database, embedder, ranker_path=settings.resolved_ranker_path, pool_size=settings.recall_pool_size,
                    lexical_pool_size=settings.recall_lexical_pool_size,
                    lexical_pruning=LexicalPruning.from_settings(settings), ef_search=settings.recall_ef_search,
-                   hubs=HubRule.from_settings(settings), graph=GraphSide.from_settings(settings))
+                   hubs=HubRule.from_settings(settings), graph=GraphSide.from_settings(settings),
+                   connections=settings.recall_connections)
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     @contextmanager
     def _session(self) -> Iterator[psycopg.Connection]:
-        with self._lock:
-            conn = self._connection()
-            try:
-                yield conn
-            except psycopg.OperationalError:
-                conn.close()  # a broken connection is replaced on the next call
-                self._conn = None
-                raise
+        # A broken connection is checked, and replaced, by the pool before it is handed out again.
+        with self._connections().connection() as conn:
+            yield conn
 
     # -- recall -----------------------------------------------------------------------------------
     def recall(self, user_id: object, query: object, k: object = 10, session_id: object = None,

@@ -129,12 +129,20 @@ def apply_migrations(conn: psycopg.Connection, spec: EmbeddingSpec) -> list[str]
 
 
 class Database:
-    """A dreaming database reachable through one URL."""
+    """A dreaming database reachable through one URL.
 
-    def __init__(self, url: str):
-        self.url = url
+    ``pool_size`` > 0 serves ``connect()`` from a ``psycopg_pool.ConnectionPool`` of at most that many
+    connections (opened on first use; a long-lived process — the HTTP service, a companion backend — saves
+    and reads through it concurrently instead of opening a connection per call). ``close()`` closes it.
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 0):
+        if pool_size < 0:
+            raise ValueError(f"pool_size must be ≥ 0, got {pool_size}")
+        self.url, self.pool_size = url, pool_size
         self._ready: set[EmbeddingSpec] = set()
         self._lock = threading.Lock()
+        self._pool = None
 
     @classmethod
     def from_settings(cls, settings: DreamingSettings) -> Database:
@@ -163,8 +171,34 @@ class Database:
         a real transaction (in a non-autocommit connection it would silently become a savepoint of an
         implicit transaction opened by an earlier read).
         """
+        if self.pool_size and vectors:
+            with self.pool().connection() as conn:
+                yield conn
+            return
         with connect(self.url, vectors=vectors) as conn:
             yield conn
+
+    def pool(self):
+        """The connection pool (``pool_size`` > 0), opened on first use: autocommit connections with dict
+        rows and the vector type, checked before they are handed out."""
+        if self._pool is None:
+            from psycopg_pool import ConnectionPool
+
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ConnectionPool(
+                        self.url, min_size=1, max_size=self.pool_size, open=True, name="dreaming",
+                        kwargs={"autocommit": True, "row_factory": dict_row}, configure=register_vector,
+                        check=ConnectionPool.check_connection)
+                    self._pool.wait(timeout=60)  # as Recaller's pool: nothing left filling it when dropped
+        return self._pool
+
+    def close(self) -> None:
+        """Close the pool, if one was opened (connections in use are closed as they come back)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     def __repr__(self) -> str:
         return f"Database({redact(self.url)!r})"

@@ -1,0 +1,282 @@
+"""The memory service under load: `dreaming serve` over HTTP against the same calls in-process, side by side.
+
+    .venv/bin/python bench/serve.py [--users 10000,100000] [--clients 1,8,32,64] [--seconds 15]
+
+Two users are bulk-loaded as bench/recall.py loads them (synthetic clustered 384-d vectors, texts drawn from
+the LongMemEval oracle, subjects and links): one with 10,000 pairs and one with 100,000, in one embedded
+Postgres. A random v3 ranker file is published, so every recall runs the model. Then, for each user and
+each number of concurrent clients, for a fixed time (and at most --max-requests requests):
+
+- http: `dreaming serve`, started by this bench on 127.0.0.1 (a port it picks), driven by that many
+  asyncio clients (httpx) each sending one request at a time: 90% POST /v1/recall (an oracle question,
+  k 10), 10% POST /v1/pairs (one new oracle pair, embedded inline);
+- in-process: the same mix from that many threads calling Recaller.recall and save_pairs directly, with
+  the service's pools and settings;
+- and torch's thread count under that load: the in-process mix with 8 clients at 1 thread (the service's
+  DREAMING_SERVE_TORCH_THREADS) and at 2, alternated twice.
+
+Reported per cell: requests/s, p50/p95/p99 latency of recalls and of saves, errors. Client and server share
+the machine's 2 cores, so the HTTP figures include the load generator's own cost. The server is stopped
+(SIGTERM) when the bench ends or fails. Results: bench/results/serve.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psycopg
+import torch
+from common import ORACLE, RESULTS, machine, percentile  # first: puts the project on the import path
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from recall import oracle_texts
+from tqdm import tqdm
+
+from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
+from dreaming_dagster.retrieval.recaller import Recaller
+from dreaming_dagster.retrieval.synthetic import DIMENSION, load_user
+from dreaming_dagster.service import keys
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
+
+RECALL_SHARE = 0.9
+HOST = "127.0.0.1"  # the bench only ever loads the server it starts, on the loopback address
+
+
+class Mix:
+    """The request mix: recalls of oracle questions, saves of new pairs (unique, so each is inserted)."""
+
+    def __init__(self, questions: list[str], pairs: list[tuple[str, str]], seed: int):
+        self.questions, self.pairs, self.random, self.saved = questions, pairs, random.Random(seed), 0
+
+    def next(self) -> tuple[str, dict]:
+        if self.random.random() < RECALL_SHARE:
+            return "recall", {"query": self.random.choice(self.questions), "k": 10}
+        self.saved += 1
+        user_message, reply = self.random.choice(self.pairs)
+        return "save", {"pairs": [{"session_id": f"bench-{self.saved // 10}", "user_message": user_message,
+                                   "assistant_message": reply, "turn_index": self.saved,
+                                   "occurred_at": datetime.now(UTC).isoformat()}]}
+
+
+def cell_summary(latencies: dict[str, list[float]], errors: int, seconds: float) -> dict:
+    done = sum(len(v) for v in latencies.values())
+    out = {"requests": done, "errors": errors, "seconds": round(seconds, 2),
+           "requests_per_s": round(done / seconds, 1) if seconds else 0.0}
+    for kind, values in latencies.items():
+        if values:
+            out[kind] = {"n": len(values), "p50_ms": round(percentile(values, 0.5), 1),
+                         "p95_ms": round(percentile(values, 0.95), 1), "p99_ms": round(percentile(values, 0.99), 1)}
+    return out
+
+
+async def drive_http(url: str, key: str, user: str, mix: Mix, clients: int, seconds: float, max_requests: int) -> dict:
+    latencies: dict[str, list[float]] = {"recall": [], "save": []}
+    errors = 0
+    sent = 0
+    deadline = time.perf_counter() + seconds
+    headers = {"Authorization": f"Bearer {key}"}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client(http: httpx.AsyncClient) -> None:
+        nonlocal errors, sent
+        while time.perf_counter() < deadline and sent < max_requests:
+            sent += 1
+            kind, body = mix.next()
+            path = "/v1/recall" if kind == "recall" else "/v1/pairs"
+            started = time.perf_counter()
+            try:
+                response = await http.post(path, json={"user_id": user, **body}, headers=headers)
+                ok = response.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            if ok:
+                latencies[kind].append((time.perf_counter() - started) * 1000)
+            else:
+                errors += 1
+
+    started = time.perf_counter()
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+        await asyncio.gather(*(client(http) for _ in range(clients)))
+    return cell_summary(latencies, errors, time.perf_counter() - started)
+
+
+def drive_in_process(recaller: Recaller, database: Database, embedder, user: str, mix: Mix, clients: int,
+                     seconds: float, max_requests: int) -> dict:
+    latencies: dict[str, list[float]] = {"recall": [], "save": []}
+    errors = [0]
+    sent = [0]
+    deadline = time.perf_counter() + seconds
+
+    def worker() -> None:
+        while time.perf_counter() < deadline and sent[0] < max_requests:
+            sent[0] += 1
+            kind, body = mix.next()
+            started = time.perf_counter()
+            try:
+                if kind == "recall":
+                    recaller.recall(user, body["query"], body["k"])
+                else:
+                    save_pairs(user, body["pairs"], database=database, embedder=embedder)
+                latencies[kind].append((time.perf_counter() - started) * 1000)
+            except Exception:  # noqa: BLE001 - counted, as the HTTP side counts a non-200
+                errors[0] += 1
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        for future in [pool.submit(worker) for _ in range(clients)]:
+            future.result()
+    return cell_summary(latencies, errors[0], time.perf_counter() - started)
+
+
+def start_server(env: dict, port: int) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-m", "dreaming_dagster.cli", "serve", "--host", HOST, "--port", str(port)],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError("dreaming serve exited while starting")
+        try:
+            if httpx.get(f"http://{HOST}:{port}/healthz", timeout=2).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("dreaming serve did not come up")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", default="10000,100000", help="pairs of each benchmark user")
+    parser.add_argument("--clients", default="1,8,32,64")
+    parser.add_argument("--seconds", type=float, default=15.0, help="how long each cell runs")
+    parser.add_argument("--max-requests", type=int, default=5000, help="at most this many requests a cell")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS / "serve.json")
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.users.split(",")]
+    levels = [int(n) for n in args.clients.split(",")]
+    rng = np.random.default_rng(args.seed)
+    pair_texts, questions = oracle_texts(ORACLE)
+    results: dict = {"command": "bench/serve.py " + " ".join(sys.argv[1:]),
+                     "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                     "machine": machine() | {"torch": torch.__version__}, "mix": f"{RECALL_SHARE:.0%} recall, "
+                     f"{1 - RECALL_SHARE:.0%} save of one pair", "seconds_per_cell": args.seconds, "cells": {}}
+    with tempfile.TemporaryDirectory(prefix="dd-serve-") as tmp:
+        admin = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        url = embedded.scratch_database_url(admin, "serve")
+        settings = DreamingSettings(database_url=url, data_dir=Path(tmp))
+        Database(url).ensure_schema(LocalMiniLMEmbedder.spec)
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+            register_vector(conn)
+            conn.execute(load_sql("bench/drop_vector_indexes"))
+            with tqdm(total=sum(sizes), desc="loading pairs", unit="pair") as progress:
+                for n in sizes:
+                    load_user(conn, rng, f"u{n}", n, max(n // 5, 60), max(n // 250, 10), 3 * 365, progress,
+                              texts=pair_texts)
+            conn.execute(load_sql("bench/build_settings"))
+            print("building the HNSW indexes …", flush=True)
+            conn.execute(load_sql("bench/create_vector_indexes"))
+            conn.execute("VACUUM ANALYZE")
+        torch.manual_seed(args.seed)
+        save_ranker(CompositeRanker(DIMENSION, 8), settings.resolved_ranker_path,
+                    embedding_model=LocalMiniLMEmbedder.spec.model)
+        secret, _ = keys.create_key(Database(url), LocalMiniLMEmbedder.spec, "default", "bench")
+
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")},
+               "DREAMING_DATABASE_URL": url, "DREAMING_DATA_DIR": tmp,
+               "DREAMING_SERVE_RATE_PER_SECOND": "100000", "DREAMING_SERVE_RATE_BURST": "100000",
+               "DREAMING_SERVE_CONNECTIONS": "16", "DREAMING_RECALL_CONNECTIONS": "16"}
+        port = free_port()
+        server = start_server(env, port)
+        try:
+            for n in sizes:
+                user = f"u{n}"
+                for clients in levels:
+                    cell = asyncio.run(drive_http(f"http://{HOST}:{port}", secret, user,
+                                                  Mix(questions, pair_texts, args.seed + clients), clients,
+                                                  args.seconds, args.max_requests))
+                    results["cells"][f"{user} · http · {clients}"] = cell
+                    print(user, "http", clients, cell, flush=True)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=120)
+
+        # The same mix in-process, after the server has stopped (one workload on the machine at a time).
+        torch.set_num_threads(DreamingSettings().serve_torch_threads)
+        service_settings = DreamingSettings(database_url=url, data_dir=Path(tmp), recall_connections=16)
+        database = Database(url, pool_size=16)
+        embedder = LocalMiniLMEmbedder()
+        recaller = Recaller.from_settings(database, embedder, service_settings)
+        recaller.recall(f"u{sizes[0]}", "warm up", 10)
+        for n in sizes:
+            user = f"u{n}"
+            for clients in levels:
+                cell = drive_in_process(recaller, database, embedder, user, Mix(questions, pair_texts, args.seed + clients),
+                                        clients, args.seconds, args.max_requests)
+                results["cells"][f"{user} · in-process · {clients}"] = cell
+                print(user, "in-process", clients, cell, flush=True)
+        # Torch's threads under concurrent requests: the service's setting (1) against two (the cores), the
+        # 8-client mix on the smaller user, side by side.
+        results["torch_threads_8_clients"] = {}
+        for threads in (1, 2, 1, 2):
+            torch.set_num_threads(threads)
+            cell = drive_in_process(recaller, database, embedder, f"u{sizes[0]}", Mix(questions, pair_texts, threads),
+                                    8, args.seconds, args.max_requests)
+            results["torch_threads_8_clients"].setdefault(str(threads), []).append(cell)
+            print("torch threads", threads, cell, flush=True)
+        recaller.close()
+        database.close()
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    args.out.with_suffix(".md").write_text(markdown(results))
+    print(markdown(results))
+
+
+def markdown(r: dict) -> str:
+    lines = ["# The memory service under load", "", f"`{r['command']}` · {r['date']} · {r['mix']} · "
+             f"{r['seconds_per_cell']} s a cell", "",
+             "| user · path · clients | requests/s | recall p50 / p95 / p99 ms | save p50 / p95 / p99 ms | errors |",
+             "|---|---:|---|---|---:|"]
+    def cols(cell: dict, kind: str) -> str:
+        c = cell.get(kind)
+        return f"{c['p50_ms']} / {c['p95_ms']} / {c['p99_ms']}" if c else "–"
+
+    for name, cell in r["cells"].items():
+        lines.append(f"| {name} | {cell['requests_per_s']} | {cols(cell, 'recall')} | {cols(cell, 'save')} | "
+                     f"{cell['errors']} |")
+    lines += ["", "Torch threads of the process, in-process mix with 8 clients on the smaller user (two runs each, "
+              "alternating):", "", "| torch threads | requests/s | recall p50 / p95 / p99 ms |", "|---:|---|---|"]
+    for threads, cells in r.get("torch_threads_8_clients", {}).items():
+        lines.append(f"| {threads} | {', '.join(str(c['requests_per_s']) for c in cells)} | "
+                     f"{'; '.join(cols(c, 'recall') for c in cells)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""The HTTP API of the memory service (``dreaming serve``): FastAPI on uvicorn, OpenAPI docs at /docs.
+
+Every /v1 route needs an API key (``Authorization: Bearer dd_…`` or ``X-API-Key``); the key's tenant is the
+``kg_id`` the request reads and writes, so one tenant's key cannot reach another tenant's memory. The
+routes call the same functions as the Python API (save_pairs, Recaller.recall, sync_user), through one
+pool of database connections and one of recall connections. Errors always have one JSON shape
+(``limits.error_body``); a field that is wrong is named.
+"""
+
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.ingest.records import InvalidInputError
+from dreaming_dagster.service import keys
+from dreaming_dagster.service.limits import BodySizeLimit, TokenBucket, error_body
+from dreaming_dagster.service.metrics import ServiceMetrics
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+
+
+class ServiceError(Exception):
+    def __init__(self, status: int, code: str, message: str, field_name: str | None = None,
+                 headers: dict[str, str] | None = None, **extra: Any):
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field_name
+        self.headers, self.extra = headers or {}, extra
+
+
+# -- request bodies -----------------------------------------------------------------------------------
+class PairsRequest(BaseModel):
+    user_id: str = Field(description="whose memory the pairs join")
+    pairs: list[Any] = Field(description="memory pairs: {user_message, assistant_message, session_id?, "
+                             "turn_index?, occurred_at?, metadata?}")
+    strict: bool = Field(default=False, description="all or nothing: one invalid record stores none (422)")
+    embed: bool = Field(default=True, description="embed now; false defers it to the dreaming pipeline")
+
+
+class RecallRequest(BaseModel):
+    user_id: str
+    query: str
+    k: int = 10
+    session_id: str | None = Field(default=None, description="the caller's current chat session")
+    as_of: datetime | str | None = Field(default=None, description="rank the memory as it was then (ISO 8601)")
+
+
+class SyncRequest(BaseModel):
+    user_id: str
+
+
+@dataclass
+class Service:
+    """What the routes share (``app.state.service``)."""
+
+    settings: DreamingSettings
+    database: Database
+    embedder: Embedder
+    recaller: Any
+    bucket: TokenBucket
+    metrics: ServiceMetrics
+
+
+def authorized(request: Request, authorization: Annotated[str | None, Header()] = None,
+               x_api_key: Annotated[str | None, Header()] = None) -> keys.ApiKey:
+    """The API key of a request (401 without a live one; 429 past its rate). Its tenant scopes the request."""
+    service: Service = request.app.state.service
+    secret = x_api_key or (authorization[7:].strip() if authorization and authorization[:7].lower() == "bearer "
+                           else None)
+    if not secret:
+        raise ServiceError(401, "unauthorized", "an API key is required (Authorization: Bearer dd_…)",
+                           headers={"WWW-Authenticate": "Bearer"})
+    key = keys.key_for_secret(service.database, secret)
+    if key is None:
+        raise ServiceError(401, "unauthorized", "unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
+    wait = service.bucket.take(key.id)
+    if wait:
+        raise ServiceError(429, "rate_limited", f"over {service.settings.serve_rate_per_second:g} requests a second "
+                           "for this key", headers={"Retry-After": TokenBucket.retry_after(wait)},
+                           retry_after_seconds=round(wait, 3))
+    return key
+
+
+Key = Annotated[keys.ApiKey, Depends(authorized)]
+
+
+def create_app(settings: DreamingSettings, *, database: Database | None = None,
+               embedder: Embedder | None = None) -> FastAPI:
+    """The service over ``settings`` (``database``/``embedder`` given: used instead, e.g. in tests)."""
+    from dreaming_dagster.embeddings import embedder_from_settings
+    from dreaming_dagster.retrieval.recaller import Recaller
+
+    database = database or Database(Database.from_settings(settings).url, pool_size=settings.serve_connections)
+    embedder = embedder or embedder_from_settings(settings)  # the local model serialises its own calls
+    recaller = Recaller.from_settings(database, embedder, settings)
+    bucket = TokenBucket(rate=settings.serve_rate_per_second, burst=settings.serve_rate_burst)
+    metrics = ServiceMetrics(database)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        database.ensure_schema(embedder.spec)
+        embedder.embed(["warm up"])  # load the model now, not in the first request
+        yield
+        # uvicorn has let the requests in flight finish (serve_shutdown_seconds) before this runs.
+        recaller.close()
+        database.close()
+
+    app = FastAPI(title="dreaming-dagster memory service", version="1",
+                  description="Save memory pairs, recall them ranked, dream now. Every /v1 route needs an API key "
+                  "(`dreaming keys create --tenant T`), sent as `Authorization: Bearer dd_…`.",
+                  lifespan=lifespan)
+    app.state.service = Service(settings, database, embedder, recaller, bucket, metrics)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.serve_max_body_bytes)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(_request: Request, error: ServiceError):
+        return JSONResponse(error_body(error.code, error.message, error.field, **error.extra),
+                            status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(InvalidInputError)
+    async def invalid_input(_request: Request, error: InvalidInputError):
+        return JSONResponse(error_body("invalid_input", error.reason, error.field), status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(_request: Request, error: RequestValidationError):
+        first = error.errors()[0] if error.errors() else {"loc": ("body",), "msg": "invalid request"}
+        where = ".".join(str(part) for part in first["loc"] if part != "body") or "body"
+        return JSONResponse(error_body("invalid_input", first["msg"], where), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, error: StarletteHTTPException):
+        return JSONResponse(error_body("not_found" if error.status_code == 404 else "http_error", str(error.detail)),
+                            status_code=error.status_code)
+
+    @app.middleware("http")
+    async def measure(request: Request, call_next):
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        metrics.observe(getattr(route, "path", "unmatched"), request.method, response.status_code,
+                        time.perf_counter() - started)
+        return response
+
+    @app.post("/v1/pairs", summary="Save memory pairs (a batch; per-record rejections name the field)")
+    def save(body: PairsRequest, key: Key) -> dict:
+        from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs
+
+        if len(body.pairs) > settings.serve_max_records:
+            raise ServiceError(413, "too_many_records", f"at most {settings.serve_max_records} pairs a request, "
+                               f"got {len(body.pairs)}", "pairs")
+        try:
+            result = save_pairs(body.user_id, body.pairs, key.kg_id, strict=body.strict, embed=body.embed,
+                                database=database, embedder=embedder)
+        except BatchRejectedError as error:
+            raise ServiceError(422, "batch_rejected", str(error), "pairs", stored=0,
+                               rejected=[rejection_dict(r) for r in error.rejections]) from None
+        return {"user_id": body.user_id, "inserted": result.inserted, "duplicates": result.duplicates,
+                "rejected": [rejection_dict(r) for r in result.rejected], "embedded": result.embedded,
+                "embedding_pending": result.embedding_pending, "pair_ids": result.pair_ids}
+
+    @app.post("/v1/recall", summary="The k best memories for a query, with their signals and the model")
+    def recall(body: RecallRequest, key: Key) -> dict:
+        if len(body.query) > settings.serve_max_query_chars:
+            raise ServiceError(422, "invalid_input", f"at most {settings.serve_max_query_chars} characters", "query")
+        if not 1 <= body.k <= settings.serve_max_k:
+            raise ServiceError(422, "invalid_input", f"must be between 1 and {settings.serve_max_k}", "k")
+        as_of = body.as_of.isoformat() if isinstance(body.as_of, datetime) else body.as_of
+        return recaller.recall(body.user_id, body.query, body.k, session_id=body.session_id, as_of=as_of,
+                               kg_id=key.kg_id).as_dict()
+
+    @app.post("/v1/sync", summary="Dream now: every stage for one user (the fast path)")
+    def sync(body: SyncRequest, key: Key) -> dict:
+        from dreaming_dagster.pipeline.sync import sync_user
+
+        result = sync_user(body.user_id, database=database, embedder=embedder, kg_id=key.kg_id)
+        return {"user_id": result.user_id, "seconds": round(result.seconds, 3), "embedding": result.embedding,
+                "extraction": result.extraction, "merge": result.merge, "links": result.links,
+                "refinement": result.refinement, "graph": [jsonable(r) for r in result.graph],
+                "warnings": result.warnings}
+
+    @app.get("/v1/users/{user_id}/stats", summary="What a user's memory holds in this tenant, and its graph")
+    def stats(user_id: str, key: Key) -> dict:
+        from dreaming_dagster.ingest.embedding import user_stats
+        from dreaming_dagster.ingest.records import validate_identifier
+        from dreaming_dagster.pipeline import stages
+
+        validate_identifier(user_id, "user_id")
+        memory = [r for r in user_stats(database, user_id) if r["kg_id"] == key.kg_id]
+        graph = [r for r in stages.graph_report(database, user_id) if r["kg_id"] == key.kg_id]
+        return {"user_id": user_id, "kg_id": key.kg_id, "memory": jsonable(memory[0]) if memory else None,
+                "graph": jsonable(graph[0]) if graph else None}
+
+    @app.get("/healthz", summary="The database answers; the schema version")
+    def healthz() -> Response:
+        try:
+            with database.connect(vectors=False) as conn:
+                version = conn.execute(load_sql("service/health")).fetchone()["schema_version"]
+        except Exception as error:  # noqa: BLE001 - any failure to answer is "unhealthy"
+            return JSONResponse(error_body("unhealthy", f"database unreachable: {type(error).__name__}"),
+                                status_code=503)
+        return JSONResponse({"status": "ok", "database": "reachable", "schema_version": version})
+
+    @app.get("/metrics", summary="Prometheus metrics")
+    def prometheus() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    return app
+
+
+def rejection_dict(rejection) -> dict:
+    return {"record": rejection.record, "field": rejection.field, "reason": rejection.reason}
+
+
+def jsonable(row: dict) -> dict:
+    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
