@@ -73,12 +73,15 @@ def test_public_recall_works_every_time_from_threads_and_a_fresh_process(api_env
     script = ("import dreaming_dagster as dd\n"
               "import dreaming_dagster.retrieval.recaller\n"
               "a = dd.recall('alice', 'beagle'); b = dd.recall('alice', 'Max')\n"
-              "print(len(a.memories), len(b.memories))\n")
+              "saved = [dd.save_pairs('bob', [{'session_id': 's', 'occurred_at': '2026-01-01T00:00:00Z', 'user_message': f'bob note {n}', "
+              "'assistant_message': 'ok'}]).inserted for n in range(2)]\n"
+              "synced = [dd.sync_user('bob').extraction.get('pairs', 0) for _ in range(2)]\n"
+              "print(len(a.memories), len(b.memories), *saved, *synced)\n")
     env = {**os.environ, "DREAMING_DATABASE_URL": database_url}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
                           cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["1", "1"]
+    assert done.stdout.split() == ["1", "1", "1", "1", "2", "0"]  # the second sync finds nothing left
 
 
 def test_every_public_function_repeatedly_from_8_threads_at_once(api_env):
