@@ -4,7 +4,7 @@
 
 Two users are bulk-loaded as bench/recall.py loads them (synthetic clustered 384-d vectors, texts drawn from
 the LongMemEval oracle, subjects and links): one with 10,000 pairs and one with 100,000, in one embedded
-Postgres. A random v3 ranker file is published, so every recall runs the model. Then, for each user and
+Postgres, their ranker profiles cached as dreaming leaves them. A random v3 ranker file is published, so every recall runs the model. Then, for each user and
 each number of concurrent clients, for a fixed time (and at most --max-requests requests):
 
 - http: `dreaming serve`, started by this bench on 127.0.0.1 (a port it picks), driven by that many
@@ -49,6 +49,7 @@ from tqdm import tqdm
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.retrieval.synthetic import DIMENSION, load_user
@@ -204,6 +205,8 @@ def main() -> None:
             print("building the HNSW indexes …", flush=True)
             conn.execute(load_sql("bench/create_vector_indexes"))
             conn.execute("VACUUM ANALYZE")
+        for n in sizes:  # as dreaming leaves a user: the ranker's profile cached, not computed per recall
+            refresh_profile(Database(url), f"u{n}", "default")
         torch.manual_seed(args.seed)
         save_ranker(CompositeRanker(DIMENSION, 8), settings.resolved_ranker_path,
                     embedding_model=LocalMiniLMEmbedder.spec.model)
