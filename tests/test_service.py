@@ -194,18 +194,24 @@ def test_dreaming_serve_from_outside_and_a_graceful_stop(cli_env, database_url):
         recalled = run_concurrently(lambda: httpx.post(f"{url}/v1/recall", headers=h, timeout=60,
                                                        json={"user_id": "alice", "query": "user message"}), 8)
         assert all(r.status_code == 200 and len(r.json()["memories"]) == 1 for r in recalled)
-        # A large save in flight when SIGTERM arrives still completes, whole.
-        big = [pair(i, session="big", user_message=f"long day number {i} " * 40) for i in range(100, 400)]
+        # A large save (seconds of embedding) in flight when SIGTERM arrives still completes, whole.
+        big = [pair(i, session="big", user_message=f"long day number {i} " * 40) for i in range(100, 500)]
         answer: list = []
-        sender = threading.Thread(target=lambda: answer.append(httpx.post(
-            f"{url}/v1/pairs", headers=h, json={"user_id": "alice", "pairs": big}, timeout=120)))
+
+        def send() -> None:
+            response = httpx.post(f"{url}/v1/pairs", headers=h, json={"user_id": "alice", "pairs": big}, timeout=120)
+            answer.append((response, time.monotonic()))
+
+        sender = threading.Thread(target=send)
         sender.start()
-        time.sleep(0.5)
+        time.sleep(0.3)  # the request is on the server (a few ms) and its ~1 s of embedding under way
+        signalled = time.monotonic()
         process.send_signal(signal.SIGTERM)
         sender.join(timeout=120)
+        assert answer and answer[0][1] > signalled  # the answer came after the signal: it was in flight
         # uvicorn re-raises the signal once it has shut down, so the exit status says "stopped by SIGTERM".
         assert process.wait(timeout=60) in (0, -signal.SIGTERM)
-        assert answer and answer[0].status_code == 200 and answer[0].json()["inserted"] == 300
+        assert answer[0][0].status_code == 200 and answer[0][0].json()["inserted"] == 400
     finally:
         if process.poll() is None:
             process.kill()
