@@ -9,7 +9,7 @@ pool of database connections and one of recall connections. Errors always have o
 
 import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -99,7 +99,7 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
     from dreaming_dagster.embeddings import embedder_from_settings
     from dreaming_dagster.retrieval.recaller import Recaller
 
-    database = database or Database(Database.from_settings(settings).url, pool_size=settings.serve_connections)
+    database = database or Database.from_settings(settings, pool_size=settings.serve_connections)
     embedder = embedder or embedder_from_settings(settings)  # the local model serialises its own calls
     recaller = Recaller.from_settings(database, embedder, settings)
     bucket = TokenBucket(rate=settings.serve_rate_per_second, burst=settings.serve_rate_burst)
@@ -162,9 +162,9 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
                                 database=database, embedder=embedder)
         except BatchRejectedError as error:
             raise ServiceError(422, "batch_rejected", str(error), "pairs", stored=0,
-                               rejected=[rejection_dict(r) for r in error.rejections]) from None
+                               rejected=[asdict(r) for r in error.rejections]) from None
         return {"user_id": body.user_id, "inserted": result.inserted, "duplicates": result.duplicates,
-                "rejected": [rejection_dict(r) for r in result.rejected], "embedded": result.embedded,
+                "rejected": [asdict(r) for r in result.rejected], "embedded": result.embedded,
                 "embedding_pending": result.embedding_pending, "pair_ids": result.pair_ids}
 
     @app.post("/v1/recall", summary="The k best memories for a query, with their signals and the model")
@@ -215,10 +215,6 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         return Response(body, media_type=content_type)
 
     return app
-
-
-def rejection_dict(rejection) -> dict:
-    return {"record": rejection.record, "field": rejection.field, "reason": rejection.reason}
 
 
 def jsonable(row: dict) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -82,8 +83,6 @@ class BodySizeLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send):
-        import json
-
         body = json.dumps(error_body("payload_too_large", f"the request body is over {self.max_bytes:,} bytes",
                                      "body")).encode()
         await send({"type": "http.response.start", "status": 413,

@@ -46,7 +46,7 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
     from dreaming_dagster.retrieval.recaller import Recaller
 
     kg_id = validate_identifier(kg_id, "kg_id")
-    database = database or Database(Database.from_settings(settings).url, pool_size=4)
+    database = database or Database.from_settings(settings, pool_size=settings.serve_connections)
     embedder = embedder or embedder_from_settings(settings)
     recaller = Recaller.from_settings(database, embedder, settings)
     server = MCPServer("dreaming-memory", instructions=(
