@@ -7,10 +7,12 @@ them, the machine and the date, in one page. `make bench` reruns every benchmark
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+LAYOUT = ROOT / "bench" / "report_layout.toml"
 
 
 def load(name: str) -> dict | None:
@@ -23,7 +25,10 @@ def machine(result: dict) -> str:
     return f"{m.get('cpus', '?')} cores, no GPU, Python {m.get('python', '?')}"
 
 
-def section(title: str, result: dict | None, rows: list[tuple[str, str]], note: str = "") -> list[str]:
+Rows = list[tuple[str, str]]
+
+
+def section(title: str, result: dict | None, rows: Rows, note: str = "") -> list[str]:
     if result is None:
         return [f"## {title}", "", "_not run yet_", ""]
     lines = [f"## {title}", "", f"`{result['command']}` · {result['date']} · {machine(result)}", "",
@@ -31,158 +36,148 @@ def section(title: str, result: dict | None, rows: list[tuple[str, str]], note: 
     return lines + ([note, ""] if note else [])
 
 
+# Sections whose rows are computed (joins, loops, derived figures); the plain ones are format strings in
+# bench/report_layout.toml.
+
+def recall_rows(r: dict) -> Rows:
+    lat, m, sweep = r["latency_heavy_user"], r["model"], r["ef_search_sweep"]
+    lex = r["lexical_pool_pruning"]
+    d = r["data"]
+    return [
+        ("data", f"{d['heavy_user_pairs']:,} pairs, {d['heavy_user_subjects']:,} subjects, {d['heavy_user_links']:,} links, "
+                 f"{d['heavy_user_postings']:,} postings; {d['light_users']} light users share the index ({d['vectors']}; {d['texts']})"),
+        ("hybrid statement (vector + BM25 pool, eight signals)", f"**p50 {lat['hybrid']['p50_ms']} ms, p99 {lat['hybrid']['p99_ms']} ms**"),
+        ("composite statement, cosine pool only", f"p50 {lat['composite']['p50_ms']} ms, p99 {lat['composite']['p99_ms']} ms"),
+        ("ratio hybrid / composite", f"**{lat['ratio_hybrid_to_composite_p50']}× at p50, {lat['ratio_hybrid_to_composite_p99']}× at p99**"),
+        ("plain pgvector top-50 (one vector)", f"p50 {lat['plain']['p50_ms']} ms, p99 {lat['plain']['p99_ms']} ms; composite / plain {lat['ratio_composite_to_plain_p50']}× at p50"),
+        ("hybrid + recording the last query", f"p50 {lat['hybrid_remember']['p50_ms']} ms"),
+        ("lexical pool by pruning rule (share of the exact BM25 top-50 found, ties counted; hybrid / composite at p50)",
+         "; ".join(f"{name}: {100 * v['share_of_exact_bm25_top_k_mean']:.1f}%, {v['ratio_to_composite_p50']}×"
+                   for name, v in lex["rules"].items())),
+        ("time inside the hybrid statement (one query, EXPLAIN ANALYZE)",
+         ", ".join(f"{k} {v} ms" for k, v in r["plan_heavy_user"]["cte_ms"].items() if v >= 0.5)),
+        ("model inference / file load / file size", f"{m['inference_ms']['p50_ms']} ms / {m['load_ms']['p50_ms']} ms / {m['v3_file_bytes'] // 1000} KB"),
+        ("profile statement cached / live", f"{r['profile_statement']['cached']['p50_ms']} ms / {r['profile_statement']['live_as_of']['p50_ms']} ms"),
+        ("vector pool vs exact top-50 by ef_search", ", ".join(f"{ef}: {v['pool_recall_mean']} (plain {v['plain_p50_ms']} ms)" for ef, v in sweep.items())),
+        ("light user (200 pairs) composite", f"p50 {r['light_user']['composite']['p50_ms']} ms; pool = exact top-50 in {r['light_user']['pool_equals_exact_top_50']}")]
+
+
+def longmemeval_rows(r: dict) -> Rows:
+    v = r["evaluation"]["overall"]["validation"]
+    if "v3" not in v:
+        return [("status", "_the committed result predates the hybrid pool and v3; rerun `make bench-longmemeval`_")]
+    methods = ("cosine", "bm25", "cosine+bm25 (RRF)", "v2 (cosine pool)", "v1", "v2")
+    return [("memory", f"{r['memory']['pairs_inserted']:,} pairs, {r['memory']['subjects_created']:,} subjects, "
+                       f"{r['memory']['links']:,} links ({r['embedding_model']}, {r['extraction_provider']} extraction)"),
+            ("wall time per asset", ", ".join(f"{k} {s} s" for k, s in r["asset_seconds"].items())),
+            *[(f"validation {name}", " · ".join(f"{method} {v[method][key]:.3f}" for method in methods if method in v)
+               + f" · **v3 {v['v3'][key]:.3f}**")
+              for name, key in (("NDCG@10", "ndcg@10"), ("Recall@10", "recall@10"), ("MRR", "mrr"),
+                                ("needle hit", "needle_hit"), ("pool recall (ceiling)", "pool_recall"))]]
+
+
+def lexical_rows(r: dict) -> Rows:
+    return [("data", f"{r['pairs']:,} oracle pairs in one user, {r['answerable_questions']} answerable questions"),
+            *[(name, f"Recall@10 {m['recall@10']:.3f} · MRR {m['mrr']:.3f} · NDCG@10 {m['ndcg@10']:.3f} · "
+                     f"top-50 holds {100 * m['pool_recall']:.1f}% · p50 {m['p50_ms']} ms")
+              for name, m in r["methods"].items()]]
+
+
+def encoder_coverage_rows(r: dict) -> Rows:
+    c = r["coverage"]["all pairs"]
+    return [("data", f"{r['distinct_pairs']:,} distinct oracle pairs, {r['answerable_questions']} answerable questions"),
+            ("word pieces per pair (median / p90)", f"{c['median_pieces']:.0f} / {c['p90_pieces']:.0f}; "
+             f"{100 * c['share_over_window']:.1f}% exceed the {r['window_pieces']}-piece window"),
+            ("share of word pieces read", f"whole pair {100 * c['pieces_read']:.1f}%; turns apart "
+             f"{100 * c['pieces_read_user_and_assistant_apart']:.1f}%"),
+            *[(f"cosine: {name}", f"Recall@10 {m['recall@10']:.3f} · NDCG@10 {m['ndcg@10']:.3f} · MRR {m['mrr']:.3f} · "
+                                  f"top-50 holds {100 * m['pool_recall']:.1f}%")
+              for name, m in r["cosine_ranking"].items()]]
+
+
+def question_type_rows(r: dict) -> Rows:
+    return [("5-fold cross-validated accuracy", f"**{r['cv_accuracy_5_fold']}** over {r['questions']} questions"),
+            ("per type", ", ".join(f"{k} {v}" for k, v in r["cv_accuracy_per_type"].items()))]
+
+
+def llm_cost_rows(r: dict) -> Rows:
+    per = r["per_1000_pairs"]
+    return [("input / output tokens", f"{per['input_tokens']:,} / {per['output_tokens']:,}"),
+            *[(label, f"${cost}") for label, cost in per.items() if label.endswith(")")]]
+
+
+def graph_rows(r: dict) -> Rows:
+    rows = [(f"extractor: {name}", f"{v['pairs_per_s']} pairs/s") for name, v in r["extractor_throughput"].items()]
+    for name, h in r["health"].items():
+        rows.append((f"graph health, oracle one-user memory ({name})",
+                     f"{h['subjects']:,} subjects over {h['pairs']:,} pairs; singletons {100 * h['singleton_share']:.1f}%; "
+                     f"median {h['median_subjects_per_pair']} subjects a pair; largest {h['largest_subject']} "
+                     f"({100 * h['largest_share']:.1f}%{', hub' if h['largest_is_hub'] else ''}); hubs {h['hubs']}; "
+                     f"unflagged > 5% {h['unflagged_subjects_over_5pct']}; generic {100 * h['generic_share']:.1f}%"))
+    if r.get("demo_health"):
+        rows.append(("graph health, the demo's users (singletons, largest subject)", "; ".join(
+            f"{u.removeprefix('demo-user-')}: {h['subjects']} subjects over {h['pairs']} pairs, "
+            f"{100 * h['singleton_share']:.0f}%, {h['largest_subject']}" for u, h in r["demo_health"].items())))
+    for name, a in r["ablation"].items():
+        with_graph, without = a["with graph"]["v3"], a["without graph"]["v3"]
+        rows.append((f"v3 with vs without the graph ({name}), validation",
+                     f"NDCG@10 {with_graph['ndcg@10']:.3f} vs {without['ndcg@10']:.3f}; Recall@10 "
+                     f"{with_graph['recall@10']:.3f} vs {without['recall@10']:.3f}"))
+    return rows
+
+
+def compact_pass_rows(r: dict) -> Rows:
+    before, after = r["before"], r["after"]
+    return [("graph", f"the keyphrase extractor's graph of {r['pairs']:,} oracle pairs ({r['questions']} questions, one user)"),
+            ("subjects before → after", f"{before['subjects']:,} → {after['subjects']:,}"),
+            ("generic subjects before → after", f"{before['generic_subjects']} → {after['generic_subjects']} "
+             "(those left are protected: reinforced 5+ times)"),
+            ("archived, by reason", "; ".join(f"{k}: {v}" for k, v in r["archived_by_reason"].items())),
+            ("merged (variants of one name)", f"{r['merges']}: {', '.join(r['merge_examples'])}")]
+
+
+def serve_rows(r: dict) -> Rows:
+    def latency(cell: dict, kind: str) -> str:
+        c = cell.get(kind)
+        return f"{c['p50_ms']} / {c['p95_ms']} / {c['p99_ms']} ms" if c else "–"
+    return [(name, f"{cell['requests_per_s']} requests/s · recall p50/p95/p99 {latency(cell, 'recall')} · save "
+                   f"{latency(cell, 'save')} · errors {cell['errors']}") for name, cell in r["cells"].items()]
+
+
+def reliability_rows(r: dict) -> Rows:
+    k, t, s = r["kill_9_mid_sync"], r["terminated_saves"], r["concurrent_savers"]
+    o, b = r["llm_outage"], r["bulk_insert"]
+    hang, trickle, stage = o["one_call_hang"], o["one_call_trickle"], o["extraction_stage_hanging_endpoint"]
+    return [
+        (f"kill -9 mid-sync ({k['kills']} kills, {k['users']} users)",
+         f"lost {k['lost_pairs']}, duplicate subjects {k['duplicate_subjects']}, duplicate links "
+         f"{k['duplicate_links']}, orphans {k['orphan_pairs']}; graph equal to an uninterrupted run "
+         f"{k['graphs_equal_to_uninterrupted']}/{k['kills']}"),
+        ("4 syncs of one user at once", f"duplicate subjects {r['concurrent_syncs']['duplicate_subjects']}, "
+         f"graph equal {r['concurrent_syncs']['graph_equals_uninterrupted']}"),
+        (f"{s['savers']} concurrent savers, shuffled", f"{s['distinct']:,} of {s['pairs']:,} stored, {s['rows']:,} rows"),
+        ("saving connection terminated mid-statement", f"{t['all_or_nothing']}/{t['saves']} all-or-nothing"),
+        (f"{r['cross_tenant_recalls']['recalls']} random cross-tenant recalls",
+         f"{r['cross_tenant_recalls']['leaks']} leaks in {r['cross_tenant_recalls']['memories_returned']:,} memories"),
+        ("hostile records", f"{r['hostile_records']['rejected']} rejected by field, {r['hostile_records']['stored']} stored"),
+        ("one LLM call, endpoint hangs", f"{hang['seconds']} s (deadline {hang['deadline_s']} s)"),
+        ("one LLM call, endpoint trickles a byte at a time", f"{trickle['seconds']} s (deadline {trickle['deadline_s']} s)"),
+        ("extraction of 40 pairs, endpoint hangs", f"{stage['seconds']} s, then stops ({stage['not_attempted']} calls not sent)"),
+        (f"one INSERT of pairs for {b['users']:,} users", f"{b['seconds']} s, {b['users_indexed']:,} users indexed")]
+
+
 def main() -> None:
     out = ["# Benchmarks", "",
            "Every figure the README and docs quote, generated from `bench/results/*.json` by `bench/report.py`; "
            "`make bench` reruns every benchmark and regenerates this page. Speed is measured here, never in "
            "timed tests; ratios are measured side by side in one run, because this machine is noisy.", ""]
-    r = load("ingest")
-    out += section("Ingest and embedding", r, [] if r is None else [
-        ("pairs (LongMemEval, mean tokens)", f"{r['pairs']:,} ({r['tokens_per_pair_mean']})"),
-        ("save + inline embedding", f"**{r['ingest_embed']['pairs_per_s']} pairs/s** (median {r['ingest_embed']['median_s']} s of {r['runs']})"),
-        ("save, embedding deferred", f"{r['ingest_only']['pairs_per_s']:,} pairs/s"),
-        ("deferred embedding pass", f"{r['embed_pending']['pairs_per_s']} pairs/s"),
-        ("embedding's share of ingest", f"{100 * r['embedding_share_of_ingest']:.0f}%"),
-        ("model load", f"{r['model_load_s']} s")])
-    r = load("dreaming")
-    out += section("Dreaming pipeline", r, [] if r is None else [
-        ("throughput, offline providers, 2,000 embedded pairs", f"**{r['throughput']['pairs_per_s']} pairs/s** (median {r['throughput']['median_s']} s; runs {r['throughput']['runs_s']})"),
-        ("fast path: save one pair + sync_user, 5,000-pair user", f"**p50 {r['fast_path']['p50_s_median']} s, p95 {r['fast_path']['p95_s_median']} s** (medians of runs)")])
-    r = load("stages")
-    out += section("Where dreaming time goes", r, [] if r is None else [
-        ("offline extractor (YAKE)", f"{r['offline_extractor']['pairs_per_s']} pairs/s"),
-        ("sync_user over 400 new pairs", f"{r['sync_profile']['seconds']} s: Postgres {100 * r['sync_profile']['postgres_share']:.0f}% ({r['sync_profile']['postgres_statements']:,} statements), YAKE {100 * r['sync_profile']['yake_share']:.0f}%, MiniLM {100 * r['sync_profile']['embedding_share']:.0f}%"),
-        ("one checkpoint UPDATE", f"{r['checkpoint_update']['median_ms']} ms, {r['checkpoint_update']['median_buffers']} buffers")])
-    r = load("sensor")
-    out += section("pending_pairs_sensor at scale", r, [] if r is None else [
-        ("users / pairs / users with pending work", f"{r['users']:,} / {r['pairs']:,} / {r['users_with_pending_work']:,}"),
-        ("the pending-work query", f"**{r['query_wall_ms_median']} ms** wall, {r['query_execution_ms_median']} ms in Postgres"),
-        ("a whole sensor evaluation", f"**{r['sensor_evaluation_ms_median']} ms** for {r['run_requests']:,} run requests")])
-    r = load("recall")
-    if r is not None:
-        lat, m, sweep = r["latency_heavy_user"], r["model"], r["ef_search_sweep"]
-        lex = r["lexical_pool_pruning"]
-        rows = [("data", f"{r['data']['heavy_user_pairs']:,} pairs, {r['data']['heavy_user_subjects']:,} subjects, {r['data']['heavy_user_links']:,} links, {r['data']['heavy_user_postings']:,} postings; {r['data']['light_users']} light users share the index ({r['data']['vectors']}; {r['data']['texts']})"),
-                ("hybrid statement (vector + BM25 pool, eight signals)", f"**p50 {lat['hybrid']['p50_ms']} ms, p99 {lat['hybrid']['p99_ms']} ms**"),
-                ("composite statement, cosine pool only", f"p50 {lat['composite']['p50_ms']} ms, p99 {lat['composite']['p99_ms']} ms"),
-                ("ratio hybrid / composite", f"**{lat['ratio_hybrid_to_composite_p50']}× at p50, {lat['ratio_hybrid_to_composite_p99']}× at p99**"),
-                ("plain pgvector top-50 (one vector)", f"p50 {lat['plain']['p50_ms']} ms, p99 {lat['plain']['p99_ms']} ms; composite / plain {lat['ratio_composite_to_plain_p50']}× at p50"),
-                ("hybrid + recording the last query", f"p50 {lat['hybrid_remember']['p50_ms']} ms"),
-                ("lexical pool by pruning rule (share of the exact BM25 top-50 found, ties counted; hybrid / composite at p50)",
-                 "; ".join(f"{name}: {100 * v['share_of_exact_bm25_top_k_mean']:.1f}%, {v['ratio_to_composite_p50']}×"
-                           for name, v in lex["rules"].items())),
-                ("time inside the hybrid statement (one query, EXPLAIN ANALYZE)", ", ".join(f"{k} {v} ms" for k, v in r["plan_heavy_user"]["cte_ms"].items() if v >= 0.5)),
-                ("model inference / file load / file size", f"{m['inference_ms']['p50_ms']} ms / {m['load_ms']['p50_ms']} ms / {m['v3_file_bytes'] // 1000} KB"),
-                ("profile statement cached / live", f"{r['profile_statement']['cached']['p50_ms']} ms / {r['profile_statement']['live_as_of']['p50_ms']} ms"),
-                ("vector pool vs exact top-50 by ef_search", ", ".join(f"{ef}: {v['pool_recall_mean']} (plain {v['plain_p50_ms']} ms)" for ef, v in sweep.items())),
-                ("light user (200 pairs) composite", f"p50 {r['light_user']['composite']['p50_ms']} ms; pool = exact top-50 in {r['light_user']['pool_equals_exact_top_50']}")]
-        out += section("Recall at 100,000 pairs", r, rows)
-    else:
-        out += section("Recall at 100,000 pairs", None, [])
-    r = load("longmemeval_oracle_one_user")
-    if r is not None and "v3" not in r["evaluation"]["overall"]["validation"]:
-        out += ["## Ranker training on the LongMemEval oracle (one-user)", "",
-                "_the committed result predates the hybrid pool and v3; rerun `make bench-longmemeval`_", ""]
-    elif r is not None:
-        v = r["evaluation"]["overall"]["validation"]
-        rows = [("memory", f"{r['memory']['pairs_inserted']:,} pairs, {r['memory']['subjects_created']:,} subjects, {r['memory']['links']:,} links ({r['embedding_model']}, {r['extraction_provider']} extraction)"),
-                ("wall time per asset", ", ".join(f"{k} {s} s" for k, s in r["asset_seconds"].items())),
-                *[(f"validation {name}", " · ".join(f"{method} {v[method][key]:.3f}" for method in
-                                                     ("cosine", "bm25", "cosine+bm25 (RRF)", "v2 (cosine pool)", "v1", "v2")
-                                                     if method in v) + f" · **v3 {v['v3'][key]:.3f}**")
-                  for name, key in (("NDCG@10", "ndcg@10"), ("Recall@10", "recall@10"), ("MRR", "mrr"),
-                                    ("needle hit", "needle_hit"), ("pool recall (ceiling)", "pool_recall"))]]
-        out += section("Ranker training on the LongMemEval oracle (one-user)", r, rows,
-                       "Full tables: `bench/results/longmemeval_oracle_one_user.md`.")
-    r = load("lexical")
-    if r is not None:
-        rows = [("data", f"{r['pairs']:,} oracle pairs in one user, {r['answerable_questions']} answerable questions")]
-        rows += [(name, f"Recall@10 {m['recall@10']:.3f} · MRR {m['mrr']:.3f} · NDCG@10 {m['ndcg@10']:.3f} · "
-                        f"top-50 holds {100 * m['pool_recall']:.1f}% · p50 {m['p50_ms']} ms")
-                 for name, m in r["methods"].items()]
-        out += section("Lexical candidates: Postgres full-text search vs BM25 (same lexemes)", r, rows,
-                       "For the hybrid-retrieval issue: BM25 over Postgres' own english lexemes beats every "
-                       "built-in ts_rank variant, so lexical candidates should be a BM25 formulation in SQL.")
-    r = load("encoder_coverage")
-    if r is not None:
-        c = r["coverage"]["all pairs"]
-        rows = [("data", f"{r['distinct_pairs']:,} distinct oracle pairs, {r['answerable_questions']} answerable questions"),
-                ("word pieces per pair (median / p90)", f"{c['median_pieces']:.0f} / {c['p90_pieces']:.0f}; {100 * c['share_over_window']:.1f}% exceed the {r['window_pieces']}-piece window"),
-                ("share of word pieces read", f"whole pair {100 * c['pieces_read']:.1f}%; turns apart {100 * c['pieces_read_user_and_assistant_apart']:.1f}%")]
-        rows += [(f"cosine: {name}", f"Recall@10 {m['recall@10']:.3f} · NDCG@10 {m['ndcg@10']:.3f} · MRR {m['mrr']:.3f} · "
-                                     f"top-50 holds {100 * m['pool_recall']:.1f}%")
-                 for name, m in r["cosine_ranking"].items()]
-        out += section("Encoder coverage: what all-MiniLM-L6-v2 reads of a pair", r, rows,
-                       "Migration 0009 stores the turns apart (the pair's similarity is the better of its two vectors).")
-    r = load("question_type")
-    out += section("Question-type classifier", r, [] if r is None else [
-        ("5-fold cross-validated accuracy", f"**{r['cv_accuracy_5_fold']}** over {r['questions']} questions"),
-        ("per type", ", ".join(f"{k} {v}" for k, v in r["cv_accuracy_per_type"].items()))])
-    r = load("llm_cost")
-    out += section("LLM tokens per 1,000 pairs", r, [] if r is None else [
-        ("input / output tokens", f"{r['per_1000_pairs']['input_tokens']:,} / {r['per_1000_pairs']['output_tokens']:,}"),
-        *[(label, f"${cost}") for label, cost in r["per_1000_pairs"].items() if label.endswith(")")]],
-        "Output sizes are assumptions (no LLM here); the file lists them.")
-    r = load("graph")
-    if r is not None:
-        rows = [(f"extractor: {name}", f"{v['pairs_per_s']} pairs/s") for name, v in r["extractor_throughput"].items()]
-        for name, h in r["health"].items():
-            rows.append((f"graph health, oracle one-user memory ({name})",
-                         f"{h['subjects']:,} subjects over {h['pairs']:,} pairs; singletons {100 * h['singleton_share']:.1f}%; "
-                         f"median {h['median_subjects_per_pair']} subjects a pair; largest {h['largest_subject']} "
-                         f"({100 * h['largest_share']:.1f}%{', hub' if h['largest_is_hub'] else ''}); hubs {h['hubs']}; "
-                         f"unflagged > 5% {h['unflagged_subjects_over_5pct']}; generic {100 * h['generic_share']:.1f}%"))
-        if r.get("demo_health"):
-            rows.append(("graph health, the demo's users (singletons, largest subject)", "; ".join(
-                f"{u.removeprefix('demo-user-')}: {h['subjects']} subjects over {h['pairs']} pairs, "
-                f"{100 * h['singleton_share']:.0f}%, {h['largest_subject']}" for u, h in r["demo_health"].items())))
-        for name, a in r["ablation"].items():
-            with_graph, without = a["with graph"]["v3"], a["without graph"]["v3"]
-            rows.append((f"v3 with vs without the graph ({name}), validation",
-                         f"NDCG@10 {with_graph['ndcg@10']:.3f} vs {without['ndcg@10']:.3f}; Recall@10 "
-                         f"{with_graph['recall@10']:.3f} vs {without['recall@10']:.3f}"))
-        out += section("The dreamed graph", r, rows, note="Per question type and 30 random subject names: "
-                       "[bench/results/graph.md](../bench/results/graph.md).")
-    r = load("compact_pass")
-    out += section("An old graph through one offline compact pass", r, [] if r is None else [
-        ("graph", f"the keyphrase extractor's graph of {r['pairs']:,} oracle pairs ({r['questions']} questions, one user)"),
-        ("subjects before → after", f"{r['before']['subjects']:,} → {r['after']['subjects']:,}"),
-        ("generic subjects before → after", f"{r['before']['generic_subjects']} → {r['after']['generic_subjects']} "
-         "(those left are protected: reinforced 5+ times)"),
-        ("archived, by reason", "; ".join(f"{k}: {v}" for k, v in r["archived_by_reason"].items())),
-        ("merged (variants of one name)", f"{r['merges']}: {', '.join(r['merge_examples'])}")])
-    r = load("serve")
-    if r is not None:
-        def latency(cell: dict, kind: str) -> str:
-            c = cell.get(kind)
-            return f"{c['p50_ms']} / {c['p95_ms']} / {c['p99_ms']} ms" if c else "–"
-        out += section("The memory service under load", r, [
-            (name, f"{cell['requests_per_s']} requests/s · recall p50/p95/p99 {latency(cell, 'recall')} · save "
-                   f"{latency(cell, 'save')} · errors {cell['errors']}") for name, cell in r["cells"].items()],
-            f"{r['mix']}, {r['seconds_per_cell']} s a cell; the HTTP clients share the 2 cores with the server. "
-            "What the service is: docs/service.md.")
-    r = load("reliability")
-    if r is not None:
-        k, t, s = r["kill_9_mid_sync"], r["terminated_saves"], r["concurrent_savers"]
-        o, b = r["llm_outage"], r["bulk_insert"]
-        out += section("Reliability under fire", r, [
-            (f"kill -9 mid-sync ({k['kills']} kills, {k['users']} users)",
-             f"lost {k['lost_pairs']}, duplicate subjects {k['duplicate_subjects']}, duplicate links "
-             f"{k['duplicate_links']}, orphans {k['orphan_pairs']}; graph equal to an uninterrupted run "
-             f"{k['graphs_equal_to_uninterrupted']}/{k['kills']}"),
-            ("4 syncs of one user at once", f"duplicate subjects {r['concurrent_syncs']['duplicate_subjects']}, "
-             f"graph equal {r['concurrent_syncs']['graph_equals_uninterrupted']}"),
-            (f"{s['savers']} concurrent savers, shuffled", f"{s['distinct']:,} of {s['pairs']:,} stored, {s['rows']:,} rows"),
-            ("saving connection terminated mid-statement", f"{t['all_or_nothing']}/{t['saves']} all-or-nothing"),
-            (f"{r['cross_tenant_recalls']['recalls']} random cross-tenant recalls",
-             f"{r['cross_tenant_recalls']['leaks']} leaks in {r['cross_tenant_recalls']['memories_returned']:,} memories"),
-            ("hostile records", f"{r['hostile_records']['rejected']} rejected by field, {r['hostile_records']['stored']} stored"),
-            ("one LLM call, endpoint hangs", f"{o['one_call_hang']['seconds']} s (deadline {o['one_call_hang']['deadline_s']} s)"),
-            ("one LLM call, endpoint trickles a byte at a time", f"{o['one_call_trickle']['seconds']} s (deadline {o['one_call_trickle']['deadline_s']} s)"),
-            ("extraction of 40 pairs, endpoint hangs", f"{o['extraction_stage_hanging_endpoint']['seconds']} s, then stops "
-             f"({o['extraction_stage_hanging_endpoint']['not_attempted']} calls not sent)"),
-            (f"one INSERT of pairs for {b['users']:,} users", f"{b['seconds']} s, {b['users_indexed']:,} users indexed")],
-            "What each guarantee means and how it is tested: docs/reliability.md.")
+    for spec in tomllib.loads(LAYOUT.read_text())["section"]:
+        result = load(spec["result"])
+        rows: Rows = []
+        if result is not None:
+            rows = (globals()[spec["builder"]](result) if "builder" in spec
+                    else [(label, template.format_map(result)) for label, template in spec["rows"]])
+        out += section(spec["title"], result, rows, spec.get("note", "").format_map(result or {}))
     (ROOT / "docs" / "benchmarks.md").write_text("\n".join(out))
     print(f"wrote {ROOT / 'docs' / 'benchmarks.md'}")
 

