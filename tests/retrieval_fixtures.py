@@ -124,7 +124,7 @@ def build_user(database: Database, user_id: str, *, pairs: int, subjects: int, s
     with database.connect() as conn:
         for j in range(subjects):
             vector = None if j == 0 else text_vector(f"{user_id} subject {j}")
-            row = conn.execute(load_sql("pipeline/insert_subject"), {
+            row = conn.execute(load_sql("reference/insert_subject"), {
                 "user_id": user_id, "kg_id": kg_id, "subject_text": f"Topic {j}", "description_text": "",
                 "subject_type": "other", "embedding": vector, "seen_at": EPOCH}).fetchone()
             sid = str(row["id"])
@@ -136,7 +136,7 @@ def build_user(database: Database, user_id: str, *, pairs: int, subjects: int, s
             chosen = [subject_ids[k] for k in rng.choice(len(subject_ids), size=int(rng.integers(0, 4)),
                                                            replace=False)]
             memory.links[p.pair_id] = chosen
-            conn.execute(load_sql("pipeline/insert_links"), {"pair_id": p.pair_id, "subject_ids": chosen,
+            conn.execute(load_sql("pipeline/insert_links"), {"pair_ids": [p.pair_id] * len(chosen), "subject_ids": chosen,
                                                           "user_id": user_id, "kg_id": kg_id})
         archived = subject_ids[1]
         conn.execute("UPDATE subjects SET archived_at = now() WHERE id = %s", (archived,))

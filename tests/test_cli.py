@@ -99,7 +99,7 @@ def test_dream_status_trigger_and_restore(cli_env, database, tmp_path):
     assert CliRunner().invoke(main, ["ingest", str(path), "--user", "alice"]).exit_code == 0
     database.ensure_schema(EmbeddingSpec("stub-embed-16", 16))
     with database.connect() as conn:
-        junk = conn.execute(load_sql("pipeline/insert_subject"), {
+        junk = conn.execute(load_sql("reference/insert_subject"), {
             "user_id": "alice", "kg_id": "default", "subject_text": "lives with", "description_text": "",
             "subject_type": "other", "embedding": None, "seen_at": "2024-03-01T00:00:00Z"}).fetchone()["id"]
     status = CliRunner().invoke(main, ["dream", "status", "--user", "alice"])

@@ -53,11 +53,11 @@ def save(database, user, n, start=0, session="s1", words=60):
 
 def subject(database, user, name, *, pairs=(), subject_type="other", description="", **fields):
     with database.connect() as conn:
-        sid = str(conn.execute(load_sql("pipeline/insert_subject"), {
+        sid = str(conn.execute(load_sql("reference/insert_subject"), {
             "user_id": user, "kg_id": "default", "subject_text": name, "description_text": description,
             "subject_type": subject_type, "embedding": text_vector(name), "seen_at": T0}).fetchone()["id"])
         for pair_id in pairs:
-            conn.execute(load_sql("pipeline/insert_links"), {"pair_id": pair_id, "subject_ids": [sid],
+            conn.execute(load_sql("pipeline/insert_links"), {"pair_ids": [pair_id], "subject_ids": [sid],
                                                           "user_id": user, "kg_id": "default"})
         if fields:
             assignments = ", ".join(f"{k} = %({k})s" for k in fields)

@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.readers import (
@@ -177,3 +178,74 @@ def test_a_sync_killed_mid_way_completes_on_the_next_run(database_url, local_emb
     sync(database, local_embedder)
     assert_graph_is_clean(database)
     assert graph_signature(database) == dreamed_slice[2]  # the same data dreamed without interruption
+
+
+def pair_subject_names(database: Database, user_id: str) -> list[tuple]:
+    """Each pair (in order) with the names of the subjects its extracted subjects landed on."""
+    with database.connect() as conn:
+        names = {str(r["id"]): r["subject_text"] for r in conn.execute(
+            "SELECT id, subject_text FROM subjects WHERE user_id = %s", (user_id,))}
+        pairs = conn.execute("SELECT occurred_at, turn_index, user_message, extracted_subjects FROM memory_pairs "
+                             "WHERE user_id = %s ORDER BY occurred_at, turn_index, user_message", (user_id,)).fetchall()
+    return [(p["occurred_at"], p["turn_index"], p["user_message"],
+             tuple((s["name"], names.get(s.get("subject_id"))) for s in p["extracted_subjects"] or []))
+            for p in pairs]
+
+
+def subject_rows(database: Database, user_id: str) -> list[tuple]:
+    with database.connect() as conn:
+        return sorted(tuple(r.values()) for r in conn.execute(
+            "SELECT subject_text, description_text, subject_type, reinforcement_count, created_at, last_seen_at "
+            "FROM subjects WHERE user_id = %s AND archived_at IS NULL", (user_id,)))
+
+
+def test_the_set_based_merge_decides_as_the_one_at_a_time_merge(database, local_embedder):
+    from tests.merge_reference import merge_one_at_a_time
+
+    users = ("one-at-a-time", "set-based")
+    far_away = local_embedder.embed(["a zebra grazing on the savanna"])[0]
+
+    def arrive(records: list[dict]) -> None:
+        for user in users:
+            save_pairs(user, records, database=database, embedder=local_embedder, embed=False)
+            stages.extract_pending(database, OfflineExtractor(), user, "default")
+            with database.connect() as conn, conn.transaction():
+                # What plain extraction does not produce on its own: a name twice in one pair and a
+                # near-variant beside it, a name whose live subject's embedding is far from the name (a
+                # refined subject: only the exact-string guard catches it), and a retried pair that
+                # already carries the id of a live subject.
+                guarded = conn.execute(
+                    "INSERT INTO subjects (user_id, kg_id, subject_text, description_text, embedding, created_at, "
+                    "last_seen_at) VALUES (%s, 'default', %s, 'refined', %s, '2020-01-01', '2020-01-01') "
+                    "RETURNING id",
+                    (user, f"Tax Return {len(records)}", far_away)).fetchone()
+                pending = conn.execute(
+                    "SELECT id, extracted_subjects FROM memory_pairs WHERE user_id = %s AND subjects_merged_at IS "
+                    "NULL AND jsonb_array_length(extracted_subjects) > 0 ORDER BY occurred_at, turn_index "
+                    "LIMIT 3", (user,)).fetchall()
+                first, second, third = (p["extracted_subjects"] for p in pending)
+                first += [dict(first[0]), {**first[0], "name": first[0]["name"] + "s", "description": "variant"}]
+                second.append({"name": f"Tax Return {len(records)}", "description": "filed", "type": "topic"})
+                third[0]["subject_id"] = str(guarded["id"])
+                for p, subjects in zip(pending, (first, second, third), strict=True):
+                    conn.execute("UPDATE memory_pairs SET extracted_subjects = %s WHERE id = %s",
+                                 (Jsonb(subjects), p["id"]))
+
+    arrive(oracle_records(4))
+    assert pair_subject_names(database, users[0]) == pair_subject_names(database, users[1])  # same input
+    reference = merge_one_at_a_time(database, local_embedder, users[0], "default", 0.75)
+    set_based = stages.merge_pending(database, local_embedder, users[1], "default", threshold=0.75, batch_size=7)
+    assert reference["created"] > 50 and reference["merged"] > 20 and reference["reused"] == 1
+    assert (set_based.pairs, set_based.created, set_based.merged, set_based.reused) == (
+        reference["pairs"], reference["created"], reference["merged"], reference["reused"])
+    assert subject_rows(database, users[0]) == subject_rows(database, users[1])
+    assert pair_subject_names(database, users[0]) == pair_subject_names(database, users[1])
+
+    arrive(oracle_records(2, start=4))  # a second run merges into the subjects of the first
+    reference = merge_one_at_a_time(database, local_embedder, users[0], "default", 0.75)
+    set_based = stages.merge_pending(database, local_embedder, users[1], "default", threshold=0.75)
+    assert reference["merged"] > 0
+    assert (set_based.created, set_based.merged, set_based.reused) == (
+        reference["created"], reference["merged"], reference["reused"])
+    assert subject_rows(database, users[0]) == subject_rows(database, users[1])
+    assert pair_subject_names(database, users[0]) == pair_subject_names(database, users[1])

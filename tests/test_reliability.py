@@ -432,7 +432,7 @@ def live_subject(database, name: str) -> str:
     from tests.retrieval_fixtures import text_vector
 
     with database.connect() as conn:
-        return str(conn.execute(load_sql("pipeline/insert_subject"), {
+        return str(conn.execute(load_sql("reference/insert_subject"), {
             "user_id": "alice", "kg_id": "default", "subject_text": name, "description_text": "",
             "subject_type": "other", "embedding": text_vector(name), "seen_at": datetime(2026, 1, 1, tzinfo=UTC),
         }).fetchone()["id"])

@@ -9,6 +9,7 @@ hold :func:`user_graph_lock` so nothing writes one user's graph concurrently.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -21,12 +22,7 @@ from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
 from dreaming_dagster.pipeline import merging
 from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
-from dreaming_dagster.pipeline.merging import (
-    DEFAULT_THRESHOLD,
-    Candidate,
-    append_description,
-    choose_merge_target,
-)
+from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, Candidate
 from dreaming_dagster.pipeline.pending_work import (
     EXTRACTION_RETRY_COOLDOWN_SECONDS,
     MAX_EXTRACTION_ATTEMPTS,
@@ -111,9 +107,10 @@ def held_subject_names(database: Database, user_id: str, kg_id: str, names: Coll
 def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_id: str, *,
                     batch_size: int | None = None, max_attempts: int = MAX_EXTRACTION_ATTEMPTS,
                     cooldown_seconds: float = EXTRACTION_RETRY_COOLDOWN_SECONDS) -> ExtractionStats:
-    """Stage 2: a summary and 0–5 subjects per pending pair. Failures are recorded per pair (attempts,
-    last_error, last_attempt_at) and retried on later runs; they never block other pairs. A pair whose
-    result the database refuses is a failure of that pair alone (its own savepoint). When the provider is
+    """Stage 2: a summary and 0–5 subjects per pending pair, a batch's results written in one statement.
+    Failures are recorded per pair (attempts, last_error, last_attempt_at) and retried on later runs; they
+    never block other pairs. A pair whose result the database refuses is a failure of that pair alone (the
+    batch is then written pair by pair, each in its own savepoint). When the provider is
     unavailable (every retry of a call failed transiently) the stage stops after the batch: pairs not sent
     keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock."""
     stats = ExtractionStats()
@@ -127,36 +124,56 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
         results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows],
                                          memory=lambda names: held_subject_names(database, user_id, kg_id, names))
         with database.connect() as conn, conn.transaction():
+            done, failed = [], []
             for row, result in zip(rows, results, strict=True):
                 if isinstance(result, CallSkippedError):
                     stats.not_attempted += 1
                     failed_now.append(row["id"])
                     continue
                 stats.provider_unavailable |= isinstance(result, ProviderUnavailableError)
-                if not isinstance(result, Exception):
-                    try:
-                        with conn.transaction():
-                            conn.execute(load_sql("pipeline/record_extraction"), {
-                                "id": row["id"], "user_id": user_id, "summary": result.summary,
-                                "extracted_subjects": Jsonb(result.as_json())})
-                    except ROW_DATA_ERRORS as exc:
-                        result = exc
-                if isinstance(result, Exception):
-                    failed_now.append(row["id"])
-                    conn.execute(load_sql("pipeline/record_extraction_failure"),
-                                 {"id": row["id"], "user_id": user_id, "error": clean_text(stats.record(result))})
-                    continue
-                stats.pairs += 1
-                stats.subjects += len(result.subjects)
-                if result.subjects:
-                    stats.with_subjects += 1
-                else:
-                    stats.empty += 1
+                (failed if isinstance(result, Exception) else done).append((row, result))
+            for row, result in failed + _record_extractions(conn, done, user_id, stats):
+                failed_now.append(row["id"])
+                conn.execute(load_sql("pipeline/record_extraction_failure"),
+                             {"id": row["id"], "user_id": user_id, "error": clean_text(stats.record(result))})
         if stats.provider_unavailable:
             logger.warning("%s/%s: the LLM provider is unavailable (%s); extraction stops until the next run",
                            user_id, kg_id, stats.last_error)
             break
     return stats
+
+
+def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]], user_id: str,
+                        stats: ExtractionStats) -> list[tuple[dict, Exception]]:
+    """Write a batch's extraction results in one statement; if the database refuses any value, write them
+    one by one, each in its own savepoint, so only the refused pairs fail. Returns the refused pairs."""
+    refused: list[tuple[dict, Exception]] = []
+    try:
+        with conn.transaction():
+            conn.execute(load_sql("pipeline/record_extractions"), {
+                "user_id": user_id, "ids": [row["id"] for row, _ in done],
+                "summaries": [result.summary for _, result in done],
+                "extracted_subjects": [Jsonb(result.as_json()) for _, result in done]})
+    except ROW_DATA_ERRORS:
+        written = []
+        for row, result in done:
+            try:
+                with conn.transaction():
+                    conn.execute(load_sql("pipeline/record_extraction"), {
+                        "id": row["id"], "user_id": user_id, "summary": result.summary,
+                        "extracted_subjects": Jsonb(result.as_json())})
+                written.append((row, result))
+            except ROW_DATA_ERRORS as exc:
+                refused.append((row, exc))
+        done = written
+    for _, result in done:
+        stats.pairs += 1
+        stats.subjects += len(result.subjects)
+        if result.subjects:
+            stats.with_subjects += 1
+        else:
+            stats.empty += 1
+    return refused
 
 
 # ------------------------------------------------------------------------------------------------ merge
@@ -172,59 +189,69 @@ class MergeStats:
         return merging.merge_ratio(self.created, self.merged)
 
 
-def _merge_pair(conn: psycopg.Connection, pair: dict, vectors: dict[str, object], user_id: str, kg_id: str,
-                threshold: float, stats: MergeStats) -> None:
-    subjects = list(pair["extracted_subjects"] or [])
-    reinforced: set[str] = set()  # a pair reinforces a subject once, however many of its names land there
-    for subject in subjects:
-        known_id = subject.get("subject_id")
-        if known_id and conn.execute(load_sql("pipeline/live_subject"),
-                                     {"id": known_id, "user_id": user_id, "kg_id": kg_id}).fetchone():
-            stats.reused += 1
-            continue
-        embedding = vectors[subject["name"]]
-        candidates = [Candidate(str(row["id"]), row["subject_text"], float(row["similarity"]))
-                      for row in conn.execute(load_sql("pipeline/similar_subjects"), {
-                          "user_id": user_id, "kg_id": kg_id, "embedding": embedding, "threshold": threshold})]
-        target = choose_merge_target(candidates, threshold)
-        if target is None:
-            row = conn.execute(load_sql("pipeline/insert_subject"), {
-                "user_id": user_id, "kg_id": kg_id, "subject_text": subject["name"],
-                "description_text": subject.get("description", ""), "subject_type": subject.get("type", "other"),
-                "embedding": embedding, "seen_at": pair["occurred_at"]}).fetchone()
-            subject_id = str(row["id"])
-            if row["inserted"]:
-                stats.created += 1
-            else:  # the exact-string guard caught a duplicate name: treat it as a merge
-                if subject_id not in reinforced:
-                    _reinforce(conn, subject_id, row["description_text"], subject, pair, user_id, kg_id)
-                stats.merged += 1
+def read_batch_candidates(conn: psycopg.Connection, pairs: list[dict], vectors: dict[str, object], user_id: str,
+                          kg_id: str, threshold: float) -> merging.BatchCandidates:
+    """What the graph holds for a batch's names, in one statement (pipeline/merge_candidates.sql)."""
+    names = list(vectors)
+    known_ids = sorted({s["subject_id"] for pair in pairs for s in (pair["extracted_subjects"] or [])
+                        if s.get("subject_id")})
+    nearest: dict[str, list[Candidate]] = {}
+    between: dict[str, dict[str, float]] = {}
+    same_name: dict[str, str] = {}
+    descriptions: dict[str, str] = {}
+    live: set[str] = set()
+    rows = conn.execute(load_sql("pipeline/merge_candidates"), {
+        "user_id": user_id, "kg_id": kg_id, "names": names, "embeddings": [vectors[n] for n in names],
+        "threshold": threshold, "subject_ids": known_ids}).fetchall()
+    for row in rows:
+        kind, subject_id = row["kind"], row["subject_id"] and str(row["subject_id"])
+        if kind == "nearest":
+            nearest.setdefault(row["name"], []).append(Candidate(subject_id, row["subject_text"],
+                                                                 float(row["similarity"])))
+        elif kind == "between":
+            between.setdefault(row["name"], {})[row["other_name"]] = float(row["similarity"])
+        elif kind == "same_name":
+            same_name[row["name"]] = subject_id
         else:
-            subject_id = target.subject_id
-            if subject_id not in reinforced:
-                existing = conn.execute(load_sql("pipeline/live_subject"),
-                                        {"id": subject_id, "user_id": user_id, "kg_id": kg_id}).fetchone()
-                _reinforce(conn, subject_id, existing["description_text"], subject, pair, user_id, kg_id)
-            stats.merged += 1
-        reinforced.add(subject_id)
-        subject["subject_id"] = subject_id
-    conn.execute(load_sql("pipeline/record_merge"), {"id": pair["id"], "user_id": user_id,
-                                                  "extracted_subjects": Jsonb(subjects)})
-    stats.pairs += 1
+            live.add(subject_id)
+        if row["description_text"] is not None:
+            descriptions[subject_id] = row["description_text"]
+    for candidates in nearest.values():  # the statement's row order is not the similarity order
+        candidates.sort(key=lambda c: -c.similarity)
+    return merging.BatchCandidates(nearest, between, same_name, descriptions, frozenset(live))
 
 
-def _reinforce(conn, subject_id, description: str, subject: dict, pair: dict, user_id: str, kg_id: str) -> None:
-    conn.execute(load_sql("pipeline/merge_into_subject"), {
-        "id": subject_id, "user_id": user_id, "kg_id": kg_id, "seen_at": pair["occurred_at"],
-        "description_text": append_description(description, subject.get("description", ""))})
+def write_merge_plan(conn: psycopg.Connection, plan: merging.MergePlan, vectors: dict[str, object], user_id: str,
+                     kg_id: str) -> None:
+    """A batch's merge in three statements: the new subjects, the reinforced ones, the pairs' checkpoint."""
+    new = list(plan.new_subjects.values())
+    if new:
+        conn.execute(load_sql("pipeline/insert_subjects"), {
+            "user_id": user_id, "kg_id": kg_id, "ids": [n.subject_id for n in new],
+            "subject_texts": [n.name for n in new], "description_texts": [n.description for n in new],
+            "subject_types": [n.subject_type for n in new], "embeddings": [vectors[n.name] for n in new],
+            "created_ats": [n.created_at for n in new], "last_seen_ats": [n.last_seen_at for n in new],
+            "reinforcement_counts": [n.reinforcement_count for n in new]})
+    reinforced = list(plan.reinforced.values())
+    if reinforced:
+        conn.execute(load_sql("pipeline/reinforce_subjects"), {
+            "user_id": user_id, "kg_id": kg_id, "ids": [r.subject_id for r in reinforced],
+            "description_texts": [r.description for r in reinforced],
+            "last_seen_ats": [r.last_seen_at for r in reinforced],
+            "reinforcements": [r.reinforcements for r in reinforced]})
+    conn.execute(load_sql("pipeline/record_merges"), {
+        "user_id": user_id, "ids": [pair_id for pair_id, _ in plan.pair_subjects],
+        "extracted_subjects": [Jsonb(subjects) for _, subjects in plan.pair_subjects]})
 
 
 def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str, *,
-                  threshold: float = DEFAULT_THRESHOLD, batch_size: int = 30) -> MergeStats:
+                  threshold: float = DEFAULT_THRESHOLD, batch_size: int = 400) -> MergeStats:
     """Stage 3: merge each extracted subject into the graph (top-5 cosine ≥ threshold) or insert it.
 
-    Pairs are handled oldest first, one transaction each, so a later pair sees the subjects an earlier
-    one created. Subject names are embedded once per batch.
+    Set-based: a batch's names are embedded once, everything the graph knows about them is read in one
+    statement, the decisions are made in memory in pair order (a later pair sees the subjects an earlier
+    one created: pipeline/merging.plan_batch_merge) and written in three statements, one transaction a
+    batch: a killed run leaves a batch whole or not started.
     """
     stats = MergeStats()
     database.ensure_schema(embedder.spec)
@@ -232,10 +259,14 @@ def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: s
                                  {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
         names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
         vectors = dict(zip(names, embedder.embed([subject_embedding_text(n) for n in names]), strict=True))
-        with database.connect() as conn:
-            for pair in pairs:
-                with conn.transaction():
-                    _merge_pair(conn, pair, vectors, user_id, kg_id, threshold, stats)
+        with database.connect() as conn, conn.transaction():
+            known = read_batch_candidates(conn, pairs, vectors, user_id, kg_id, threshold)
+            plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), threshold)
+            write_merge_plan(conn, plan, vectors, user_id, kg_id)
+        stats.pairs += len(pairs)
+        stats.created += plan.created
+        stats.merged += plan.merged
+        stats.reused += plan.reused
     return stats
 
 
@@ -251,7 +282,8 @@ class LinkStats:
 def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str, *,
                  threshold: float = DEFAULT_THRESHOLD, batch_size: int = 300,
                  hubs: HubRule = DEFAULT_HUB_RULE) -> LinkStats:
-    """Stage 4: one junction row per (subject, pair), checkpoint in the same transaction.
+    """Stage 4: one junction row per (subject, pair), a batch's links and checkpoints in one transaction
+    of three statements.
 
     First the janitor: pairs marked stored with zero links although extraction found subjects get their
     merge/link checkpoints reset and are merged again here, before linking. Last, the graph's hubs are
@@ -267,20 +299,19 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
         merge_pending(database, embedder, user_id, kg_id, threshold=threshold)
     for pairs in pending_batches(database, "pipeline/pending_link_batch",
                                  {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
-        with database.connect() as conn:
-            for pair in pairs:
-                subject_ids = sorted({s["subject_id"] for s in (pair["extracted_subjects"] or [])
-                                      if s.get("subject_id")})
-                with conn.transaction():
-                    if subject_ids:
-                        cursor = conn.execute(load_sql("pipeline/insert_links"), {
-                            "pair_id": pair["id"], "subject_ids": subject_ids, "user_id": user_id,
-                            "kg_id": kg_id})
-                        stats.links += cursor.rowcount
-                        conn.execute(load_sql("pipeline/mark_key_subjects"),
-                                     {"subject_ids": subject_ids, "user_id": user_id})
-                    conn.execute(load_sql("pipeline/record_link"), {"id": pair["id"], "user_id": user_id})
-                stats.pairs += 1
+        links = sorted({(str(pair["id"]), s["subject_id"]) for pair in pairs
+                        for s in (pair["extracted_subjects"] or []) if s.get("subject_id")})
+        with database.connect() as conn, conn.transaction():
+            if links:
+                cursor = conn.execute(load_sql("pipeline/insert_links"), {
+                    "pair_ids": [p for p, _ in links], "subject_ids": [s for _, s in links],
+                    "user_id": user_id, "kg_id": kg_id})
+                stats.links += cursor.rowcount
+                conn.execute(load_sql("pipeline/mark_key_subjects"),
+                             {"subject_ids": sorted({s for _, s in links}), "user_id": user_id})
+            conn.execute(load_sql("pipeline/record_links"), {"ids": [pair["id"] for pair in pairs],
+                                                            "user_id": user_id})
+        stats.pairs += len(pairs)
     # Every run, not only when links were added: a changed hub rule (DREAMING_GRAPH_HUB_SHARE) re-flags on
     # the next run, and only changes are written.
     stats.hubs_changed = len(flag_hubs(database, user_id, kg_id, hubs))
