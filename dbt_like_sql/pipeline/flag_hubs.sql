@@ -1,10 +1,11 @@
 -- Flag the hubs of one user's graph (pipeline/hubs.HubRule: linked to more than hub_share of the graph's
 -- pairs once it has hub_min_pairs) and unflag subjects that fell back under the share. Only changes are
--- written; returns each change.
-WITH pairs AS (
+-- written; returns each change. MATERIALIZED: counted once, whatever the planner believes (right after a
+-- bulk load, before statistics exist, it re-counted the user's pairs for every subject: seconds, not ms).
+WITH pairs AS MATERIALIZED (
     SELECT count(*) AS n FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
 ),
-linked AS (
+linked AS MATERIALIZED (
     SELECT l.subject_id, count(*) AS n
     FROM subject_memory_pair_links l
     WHERE l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s
