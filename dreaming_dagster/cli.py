@@ -256,7 +256,7 @@ def sync(user_id: str, kg_id: str | None) -> None:
 
     exit_on_sigterm()
     try:
-        result = sync_user(user_id, kg_id=kg_id)
+        result = sync_user(user_id, kg_id=kg_id, report=True)
     except InvalidInputError as exc:
         _fail(str(exc))
     graph = graph_stats(default_database(), user_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -70,6 +71,54 @@ def embed_pair_turns(embedder: Embedder, pairs: Sequence[tuple[str, str]]) -> li
 def subject_embedding_text(subject_text: str, description_text: str = "") -> str:
     """The text a subject is embedded from: its name, which is what merges compare (stage 3)."""
     return subject_text
+
+
+class TextVectorCache:
+    """The vectors an embedder gave for the last ``capacity`` distinct texts (least recently used out).
+
+    Subject names recur: a user's graph names the same people and topics pair after pair, and every merge
+    batch embeds its names. A vector depends only on the model and the text, so a name embedded once by
+    an embedder is not embedded again. 20,000 MiniLM vectors take ~31 MB."""
+
+    def __init__(self, capacity: int = 20_000):
+        from collections import OrderedDict
+
+        self.capacity = capacity
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+        """``embedder.embed(texts)``, calling the embedder only for the texts not cached (in one call)."""
+        if not texts:
+            return np.zeros((0, embedder.spec.dimension), dtype=np.float32)
+        with self._lock:
+            found = {text: self._vectors.get(text) for text in texts}
+            for text, vector in found.items():
+                if vector is not None:
+                    self._vectors.move_to_end(text)
+        missing = [text for text, vector in found.items() if vector is None]
+        if missing:
+            fresh = embedder.embed(missing)
+            with self._lock:
+                for text, vector in zip(missing, fresh, strict=True):
+                    found[text] = self._vectors[text] = np.asarray(vector, dtype=np.float32)
+                while len(self._vectors) > self.capacity:
+                    self._vectors.popitem(last=False)
+        return np.stack([found[text] for text in texts])
+
+
+_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def embed_cached(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed short, recurring texts (subject names) through the embedder's own :class:`TextVectorCache`
+    (one per embedder object, gone with it)."""
+    with _CACHES_LOCK:
+        cache = _CACHES.get(embedder)
+        if cache is None:
+            cache = _CACHES[embedder] = TextVectorCache()
+    return cache.embed(embedder, texts)
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

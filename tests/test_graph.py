@@ -36,7 +36,7 @@ def chat_log(turns: int = 60) -> list[dict]:
 
 def test_a_speakers_name_on_every_turn_is_flagged_as_a_hub_on_the_fast_path(database, embedder16):
     save_pairs("mel", chat_log(), database=database, embedder=embedder16)
-    result = sync_user("mel", database=database, embedder=embedder16)
+    result = sync_user("mel", database=database, embedder=embedder16, report=True)
     (report,) = result.graph
     assert report["pairs"] == 60 and report["hubs"] >= 1
     assert report["largest_subject"] == "Melanie" and report["largest_is_hub"]
@@ -53,21 +53,41 @@ def test_a_speakers_name_on_every_turn_is_flagged_as_a_hub_on_the_fast_path(data
     assert stages.flag_hubs(database, "mel", "default", HubRule()) == []  # nothing changes twice
 
 
+def test_the_fast_path_flags_and_unflags_hubs_from_what_it_linked(database, embedder16):
+    log = chat_log()
+    for start in range(0, 60, 20):  # the pairs arrive as a conversation goes, each chunk synced at once
+        save_pairs("mel", log[start:start + 20], database=database, embedder=embedder16)
+        result = sync_user("mel", database=database, embedder=embedder16)
+    assert result.graph == [] and "Melanie" in result.links["new_hubs"]  # no whole-graph report asked for
+    assert any(w.startswith("'Melanie' is now a hub") for w in result.warnings)
+    # 200 pairs about other things: Melanie's share of the pairs falls under the rule. The fast path re-checks
+    # the current hubs, so the flag goes without the whole graph being read.
+    others = [{"session_id": "repairs", "turn_index": i, "occurred_at": f"2026-04-01T10:{i % 60:02d}:{i // 60:02d}Z",
+               "user_message": f"I fixed bicycle number {i} in the garage today.", "assistant_message": "Nice work."}
+              for i in range(200)]
+    save_pairs("mel", others, database=database, embedder=embedder16)
+    result = sync_user("mel", database=database, embedder=embedder16)
+    top = {row["subject_text"]: row for row in stages.top_subjects(database, "mel", limit=50)}
+    assert result.links["hubs_changed"] >= 1 and not top["Melanie"]["hub"]
+    # What the fast path decided is what the whole-graph rule decides: nothing left to change.
+    assert stages.flag_hubs(database, "mel", "default", HubRule()) == []
+
+
 def test_a_changed_hub_rule_reflags_on_the_next_run_without_new_pairs(database, embedder16, clean_env):
     from dreaming_dagster.config.runtime import reset_defaults
 
     save_pairs("mel", chat_log(), database=database, embedder=embedder16)
-    assert sync_user("mel", database=database, embedder=embedder16).graph[0]["hubs"] >= 1
+    assert sync_user("mel", database=database, embedder=embedder16, report=True).graph[0]["hubs"] >= 1
     clean_env.setenv("DREAMING_GRAPH_HUB_SHARE", "1.0")  # nothing can be a hub any more
     reset_defaults()
-    again = sync_user("mel", database=database, embedder=embedder16)
+    again = sync_user("mel", database=database, embedder=embedder16, report=True)
     assert again.extraction.get("pairs", 0) == 0 and again.graph[0]["hubs"] == 0
     assert again.links["hubs_changed"] >= 1
 
 
 def test_no_hub_below_the_minimum_number_of_pairs(database, embedder16):
     save_pairs("few", chat_log(20), database=database, embedder=embedder16)
-    (report,) = sync_user("few", database=database, embedder=embedder16).graph
+    (report,) = sync_user("few", database=database, embedder=embedder16, report=True).graph
     assert report["hubs"] == 0 and report["largest_share"] == 1.0  # every pair, but 20 pairs prove nothing
 
 

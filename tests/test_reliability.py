@@ -84,12 +84,33 @@ def test_public_recall_works_every_time_from_threads_and_a_fresh_process(api_env
     assert done.stdout.split() == ["1", "1", "1", "1", "2", "0"]  # the second sync finds nothing left
 
 
-def test_every_public_function_repeatedly_from_8_threads_at_once(api_env):
+def test_every_public_function_repeatedly_from_8_threads_at_once(api_env, monkeypatch):
     import itertools
+    import threading
+    from contextlib import contextmanager
+
+    from psycopg_pool import ConnectionPool
 
     import dreaming_dagster as dd
-    from dreaming_dagster.config.runtime import default_recaller
+    from dreaming_dagster.config.runtime import default_database, default_recaller
 
+    # 8 threads share the API's pool of 4 connections. No call may take a second connection of a pool while
+    # it holds one: with every connection held by a caller waiting for another, all would wait.
+    held, deepest = threading.local(), []
+    checkout = ConnectionPool.connection
+
+    @contextmanager
+    def counted(pool, *args, **kwargs):
+        depth = getattr(held, pool.name, 0) + 1
+        setattr(held, pool.name, depth)
+        deepest.append(depth)
+        try:
+            with checkout(pool, *args, **kwargs) as conn:
+                yield conn
+        finally:
+            setattr(held, pool.name, depth - 1)
+
+    monkeypatch.setattr(ConnectionPool, "connection", counted)
     users = itertools.count()
 
     def one_user_round_trip() -> tuple:
@@ -104,6 +125,8 @@ def test_every_public_function_repeatedly_from_8_threads_at_once(api_env):
     assert all(saved == [1, 1] and extracted == 2 and counts == [2, 2] for saved, extracted, counts, _ in results)
     assert len({top.split(" took")[0] for *_, top in results}) == 8  # each thread saw its own user only
     assert default_recaller()._pool.max_size == DreamingSettings().recall_connections  # recalls share a pool
+    assert default_database().pool().max_size == DreamingSettings().database_connections == 4  # so do the rest
+    assert len(deepest) > 100 and max(deepest) == 1
 
 
 def test_concurrent_savers_of_shuffled_overlapping_batches_store_each_pair_once(database, embedder16):

@@ -369,6 +369,39 @@ def test_a_short_hnsw_scan_falls_back_to_the_exact_pool(indexed_memory):
             assert [r["id"] for r in rows] == exact_pool(conn, "light3", query)
 
 
+def test_the_profile_keeps_its_centroid_until_enough_subjects_changed(database, memory):
+    from dreaming_dagster.retrieval.profiles import read_profile, refresh_profile
+
+    query = text_vector("the car")
+
+    def profile():
+        with database.connect() as conn:
+            return read_profile(conn, user_id="alice", kg_id="default", query_embedding=query, as_of=None,
+                                session_id="s1")
+
+    refresh_profile(database, "alice", "default")
+    before = profile()
+    with database.connect() as conn:
+        archived = str(conn.execute("UPDATE subjects SET archived_at = now() WHERE user_id = 'alice' "
+                                    "AND subject_text = 'Topic 2' RETURNING id").fetchone()["id"])
+        live_subjects = conn.execute("SELECT count(*) AS n FROM subjects WHERE user_id = 'alice' "
+                                     "AND archived_at IS NULL").fetchone()["n"]
+    # One changed subject of many, under the tolerance: the counts move, the centroid is kept.
+    refresh_profile(database, "alice", "default", centroid_tolerance=0.99)
+    kept = profile()
+    assert kept.subject_count == live_subjects == before.subject_count - 1
+    assert kept.mean_subject_similarity == before.mean_subject_similarity
+    # Over it: recomputed from the live subjects only.
+    refresh_profile(database, "alice", "default", centroid_tolerance=0.0)
+    memory_alice = memory["alice"]
+    vectors = [v for s, v in memory_alice.subject_vectors.items()
+               if s in memory_alice.live_subjects and s != archived and v is not None]
+    centroid = np.mean(vectors, axis=0)
+    assert profile().mean_subject_similarity == pytest.approx(
+        float(np.dot(centroid, query) / np.linalg.norm(centroid)), abs=1e-5)
+    assert profile().mean_subject_similarity != before.mean_subject_similarity
+
+
 def load_composite():
     from dreaming_dagster.sql import load_sql
 

@@ -71,7 +71,7 @@ def test_save_recall_sync_and_stats_through_the_api(service):
     body = recalled.json()
     assert recalled.status_code == 200 and len(body["memories"]) == 2 and body["kg_id"] == "acme"
     assert set(body["memories"][0]["signals"]) >= {"cos", "lex", "subj_sem"} and body["model"]
-    synced = client.post("/v1/sync", headers=h, json={"user_id": "alice"}).json()
+    synced = client.post("/v1/sync", headers=h, json={"user_id": "alice", "report": True}).json()
     assert synced["extraction"]["pairs"] == 2 and synced["graph"][0]["pairs"] == 2
     stats = client.get("/v1/users/alice/stats", headers=h).json()
     assert stats["memory"]["pairs"] == 2 and stats["graph"]["subjects"] >= 1 and stats["kg_id"] == "acme"
@@ -139,7 +139,10 @@ def test_a_tenants_key_never_reads_or_writes_another_tenants_memory(service, sav
 
 def test_health_and_metrics(service):
     client, headers = service
-    assert client.get("/healthz").json() == {"status": "ok", "database": "reachable", "schema_version": "0013"}
+    from dreaming_dagster.storage.database import load_migrations
+
+    assert client.get("/healthz").json() == {"status": "ok", "database": "reachable",
+                                             "schema_version": load_migrations()[-1].version}
     client.post("/v1/pairs", headers=headers["acme"], json={"user_id": "u", "embed": False, "pairs": [pair(1)]})
     client.post("/v1/recall", headers=headers["acme"], json={"user_id": "u", "query": "x"})
     text = client.get("/metrics").text

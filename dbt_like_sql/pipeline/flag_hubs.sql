@@ -1,15 +1,24 @@
 -- Flag the hubs of one user's graph (pipeline/hubs.HubRule: linked to more than hub_share of the graph's
 -- pairs once it has hub_min_pairs) and unflag subjects that fell back under the share. Only changes are
--- written; returns each change. MATERIALIZED: counted once, whatever the planner believes (right after a
--- bulk load, before statistics exist, it re-counted the user's pairs for every subject: seconds, not ms).
+-- written; returns each change. subject_ids NULL: every subject of the graph (the Dagster asset); else only
+-- those subjects and the current hubs (the fast path: exact under an unchanged rule, see
+-- stages.link_pending). MATERIALIZED: counted once, whatever the planner believes (right after a bulk
+-- load, before statistics exist, it re-counted the user's pairs for every subject: seconds, not ms).
 WITH pairs AS MATERIALIZED (
     SELECT count(*) AS n FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
 ),
 linked AS MATERIALIZED (
     SELECT l.subject_id, count(*) AS n
     FROM subject_memory_pair_links l
-    WHERE l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s
+    WHERE l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s AND %(subject_ids)s::uuid[] IS NULL
     GROUP BY l.subject_id
+    UNION ALL
+    SELECT c.subject_id, (SELECT count(*) FROM subject_memory_pair_links l WHERE l.subject_id = c.subject_id)
+    FROM (SELECT unnest(%(subject_ids)s::uuid[]) AS subject_id
+          UNION
+          SELECT id FROM subjects
+          WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND hub_since IS NOT NULL) c
+    WHERE %(subject_ids)s::uuid[] IS NOT NULL
 ),
 decided AS (
     SELECT linked.subject_id, linked.n AS linked_pairs,

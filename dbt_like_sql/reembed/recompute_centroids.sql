@@ -6,4 +6,4 @@ UPDATE recall_profiles rp
 SET subject_centroid = (SELECT avg(s.embedding) FROM subjects s
                         WHERE s.user_id = rp.user_id AND s.kg_id = rp.kg_id
                           AND s.archived_at IS NULL AND s.embedding IS NOT NULL),
-    refreshed_at = now();
+    refreshed_at = now(), centroid_at = now();

@@ -1,13 +1,34 @@
--- Refresh a user's retrieval profile after dreaming changed the graph: pair and live-subject counts and
--- the mean live-subject embedding (the ranker's "drift" reference). last_query_at is left alone.
-INSERT INTO recall_profiles AS rp (user_id, kg_id, memory_count, subject_count, subject_centroid, refreshed_at)
-SELECT %(user_id)s, %(kg_id)s,
-       (SELECT count(*) FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s),
-       (SELECT count(*) FROM subjects
-         WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND archived_at IS NULL),
-       (SELECT avg(embedding) FROM subjects
-         WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND archived_at IS NULL AND embedding IS NOT NULL),
-       now()
+-- Refresh a user's retrieval profile after dreaming changed the graph: pair and live-subject counts every
+-- time (index-only counts); the mean live-subject embedding (the ranker's "drift" reference) when the
+-- profile has none yet or more than centroid_tolerance of the live subjects changed since it was computed
+-- (subjects.updated_at is indexed per user, and every update of a subject touches it). CASE evaluates a
+-- subquery only when its branch is taken. last_query_at is left alone.
+WITH profile AS (
+    SELECT subject_centroid, centroid_at FROM recall_profiles
+    WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
+),
+counts AS (
+    SELECT (SELECT count(*) FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s) AS memory_count,
+           (SELECT count(*) FROM subjects
+             WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND archived_at IS NULL) AS subject_count
+),
+decision AS (
+    SELECT (SELECT centroid_at FROM profile) IS NULL
+           OR (SELECT count(*) FROM subjects
+                WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND updated_at > (SELECT centroid_at FROM profile))
+              > %(centroid_tolerance)s::float8 * (SELECT subject_count FROM counts) AS recompute
+)
+INSERT INTO recall_profiles AS rp (user_id, kg_id, memory_count, subject_count, subject_centroid, refreshed_at,
+                                   centroid_at)
+SELECT %(user_id)s, %(kg_id)s, counts.memory_count, counts.subject_count,
+       CASE WHEN decision.recompute
+            THEN (SELECT avg(embedding) FROM subjects
+                   WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND archived_at IS NULL AND embedding IS NOT NULL)
+            ELSE (SELECT subject_centroid FROM profile) END,
+       now(),
+       CASE WHEN decision.recompute THEN now() ELSE (SELECT centroid_at FROM profile) END
+FROM counts CROSS JOIN decision
 ON CONFLICT (user_id, kg_id) DO UPDATE
 SET memory_count = EXCLUDED.memory_count, subject_count = EXCLUDED.subject_count,
-    subject_centroid = EXCLUDED.subject_centroid, refreshed_at = EXCLUDED.refreshed_at;
+    subject_centroid = EXCLUDED.subject_centroid, refreshed_at = EXCLUDED.refreshed_at,
+    centroid_at = EXCLUDED.centroid_at;

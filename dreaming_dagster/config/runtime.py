@@ -17,7 +17,8 @@ def default_settings() -> DreamingSettings:
 
 @cache
 def default_database() -> Database:
-    return Database.from_settings(default_settings())
+    settings = default_settings()
+    return Database.from_settings(settings, pool_size=settings.database_connections)
 
 
 @cache
@@ -36,5 +37,7 @@ def reset_defaults() -> None:
     """Forget cached defaults (after the environment changed, e.g. in tests)."""
     if default_recaller.cache_info().currsize:
         default_recaller().close()
+    if default_database.cache_info().currsize:
+        default_database().close()
     for func in (default_settings, default_database, default_embedder, default_recaller):
         func.cache_clear()

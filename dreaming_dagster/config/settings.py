@@ -108,6 +108,9 @@ class DreamingSettings(BaseSettings):
     turns the graph side off"""
     recall_graph_subjects: int = Field(default=10, ge=1, le=1000)
     """how many subjects nearest the query (by embedding, and again by name words) the graph side starts from"""
+    database_connections: int = Field(default=4, ge=0, le=1000)
+    """database connections the Python API and the CLI keep open per process for saves and syncs (each
+    call waits for a free one; 0 opens a connection per call)"""
     recall_connections: int = Field(default=4, ge=1, le=1000)
     """database connections recall keeps in its pool (recalls from that many threads run at once)"""
     recall_ef_search: int = Field(default=200, ge=1, le=1000)

@@ -157,40 +157,41 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
         dreams = [r["summary"] for r in conn.execute(load_sql("dreaming/previous_dreams"), {
             "user_id": user_id, "kg_id": kg_id, "dream_session": DREAM_SESSION, "limit": 3})]
 
-        state_graph = GraphState(snapshot, policy.protection)
-        if mode == "incremental":
-            inputs = [incremental_input(snapshot, last_pass_at, summaries, dreams, policy.max_input_tokens)]
-            fingerprint = input_fingerprint(inputs)
-            fresh = last_pass_at is not None and now - last_pass_at < timedelta(days=policy.force_after_days)
-            nothing_new = not inputs[0].changed and not inputs[0].summaries
-            if not force and fresh and (nothing_new or fingerprint == state.get("last_input_hash")):
-                report.status, report.tokens_consumed = "unchanged", 0
-                report.summary = "input unchanged since the last pass; nothing to reconsider"
-                _record(database, report, started_at=now)
-                report.seconds = round(time.perf_counter() - started_wall, 3)
-                return report
-            proposals = [(inputs[0], consolidator.propose(inputs[0]))]
-        else:
-            clusters = compact_clusters(snapshot, int(policy.max_input_tokens * 0.7))
-            inputs = [PassInput("compact", f"cluster {i + 1}/{len(clusters)}", cluster,
-                                summaries if i == 0 else [], dreams) for i, cluster in enumerate(clusters)]
-            fingerprint = input_fingerprint(inputs)
-            proposals = [(pass_input, consolidator.propose(pass_input)) for pass_input in inputs]
-        summaries_out: list[str] = []
-        for pass_input, proposal in proposals:
-            _take(report, state_graph, pass_input, proposal, summaries_out)
-        if mode == "compact":
-            across = cross_cluster_input(clusters, set(state_graph.live), dreams, policy.max_input_tokens)
-            if across is not None:
-                # The across-clusters pass sees the graph as the cluster passes left it.
-                across.subjects = [state_graph.live[s["id"]] for s in across.subjects if s["id"] in state_graph.live]
-                _take(report, state_graph, across, consolidator.propose(across), summaries_out)
-        report.summary = clean_text(" ".join(summaries_out))
-        for outcome in report.outcomes:
-            if outcome.status == "skipped":
-                logger.info("%s/%s: skipped %s: %s", user_id, kg_id, outcome.mutation.get("op"), outcome.reason)
-        for rejected in report.rejected:
-            logger.info("%s/%s: rejected %s: %s", user_id, kg_id, rejected["mutation"], rejected["reason"])
+    # The provider is called with no connection held: a slow model never holds one of the pool's.
+    state_graph = GraphState(snapshot, policy.protection)
+    if mode == "incremental":
+        inputs = [incremental_input(snapshot, last_pass_at, summaries, dreams, policy.max_input_tokens)]
+        fingerprint = input_fingerprint(inputs)
+        fresh = last_pass_at is not None and now - last_pass_at < timedelta(days=policy.force_after_days)
+        nothing_new = not inputs[0].changed and not inputs[0].summaries
+        if not force and fresh and (nothing_new or fingerprint == state.get("last_input_hash")):
+            report.status, report.tokens_consumed = "unchanged", 0
+            report.summary = "input unchanged since the last pass; nothing to reconsider"
+            _record(database, report, started_at=now)
+            report.seconds = round(time.perf_counter() - started_wall, 3)
+            return report
+        proposals = [(inputs[0], consolidator.propose(inputs[0]))]
+    else:
+        clusters = compact_clusters(snapshot, int(policy.max_input_tokens * 0.7))
+        inputs = [PassInput("compact", f"cluster {i + 1}/{len(clusters)}", cluster,
+                            summaries if i == 0 else [], dreams) for i, cluster in enumerate(clusters)]
+        fingerprint = input_fingerprint(inputs)
+        proposals = [(pass_input, consolidator.propose(pass_input)) for pass_input in inputs]
+    summaries_out: list[str] = []
+    for pass_input, proposal in proposals:
+        _take(report, state_graph, pass_input, proposal, summaries_out)
+    if mode == "compact":
+        across = cross_cluster_input(clusters, set(state_graph.live), dreams, policy.max_input_tokens)
+        if across is not None:
+            # The across-clusters pass sees the graph as the cluster passes left it.
+            across.subjects = [state_graph.live[s["id"]] for s in across.subjects if s["id"] in state_graph.live]
+            _take(report, state_graph, across, consolidator.propose(across), summaries_out)
+    report.summary = clean_text(" ".join(summaries_out))
+    for outcome in report.outcomes:
+        if outcome.status == "skipped":
+            logger.info("%s/%s: skipped %s: %s", user_id, kg_id, outcome.mutation.get("op"), outcome.reason)
+    for rejected in report.rejected:
+        logger.info("%s/%s: rejected %s: %s", user_id, kg_id, rejected["mutation"], rejected["reason"])
 
     names = names_to_embed(report.outcomes)
     vectors = embedder.embed([subject_embedding_text(n) for n in names]) if names else np.zeros((0, 1))

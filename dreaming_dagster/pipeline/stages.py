@@ -1,8 +1,8 @@
 """The dreaming stages over Postgres, one function each, for one user's knowledge graph.
 
-Each stage selects the rows whose previous checkpoint is set and whose own is NULL, and writes each
-pair's result together with its checkpoint in one transaction. So every stage is restartable from the
-database: a killed run leaves whole pairs done or not done, and re-running never duplicates. Callers
+Each stage selects the rows whose previous checkpoint is set and whose own is NULL, and writes a batch's
+results together with their checkpoints in one transaction. So every stage is restartable from the
+database: a killed run leaves whole batches done or not done, and re-running never duplicates. Callers
 hold :func:`user_graph_lock` so nothing writes one user's graph concurrently.
 """
 
@@ -12,12 +12,12 @@ import logging
 import uuid
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from dreaming_dagster.embeddings import Embedder, subject_embedding_text
+from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
 from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
 from dreaming_dagster.pipeline import merging
@@ -42,14 +42,26 @@ ROW_DATA_ERRORS = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeEr
 @contextmanager
 def user_graph_lock(database: Database, user_id: str, kg_id: str) -> Iterator[None]:
     """Hold the Postgres advisory lock of (user, kg) for the duration: one writer per graph, across
-    Dagster runs, the fast path and any process."""
-    with database.connect(vectors=False) as conn:
+    Dagster runs, the fast path and any process. The lock's connection is never a pool's: the stages
+    under it take their own connections, and lock holders waiting for those could empty a pool."""
+    with database.connect(vectors=False, pooled=False) as conn:
         key = f"dreaming-graph\x1f{user_id}\x1f{kg_id}"
         conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
         try:
             yield
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+
+@contextmanager
+def stage_transaction(conn: psycopg.Connection) -> Iterator[None]:
+    """A stage's write transaction, committed without waiting for the WAL flush (synchronous_commit off,
+    for this transaction only). Safe because a stage's output is derived and its checkpoint commits with it:
+    a crash can lose only the last few milliseconds of stage commits, never corrupt anything, and whatever it
+    loses is still pending and done again on the next run. Saves (the user's own data) stay synchronous."""
+    with conn.transaction():
+        conn.execute("SET LOCAL synchronous_commit TO off")
+        yield
 
 
 def pending_batches(database: Database, model: str, params: dict) -> Iterator[list[dict]]:
@@ -123,7 +135,7 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
             **extraction_retry_params(max_attempts, cooldown_seconds)}):
         results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows],
                                          memory=lambda names: held_subject_names(database, user_id, kg_id, names))
-        with database.connect() as conn, conn.transaction():
+        with database.connect() as conn, stage_transaction(conn):
             done, failed = [], []
             for row, result in zip(rows, results, strict=True):
                 if isinstance(result, CallSkippedError):
@@ -258,8 +270,8 @@ def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: s
     for pairs in pending_batches(database, "pipeline/pending_merge_batch",
                                  {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
         names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
-        vectors = dict(zip(names, embedder.embed([subject_embedding_text(n) for n in names]), strict=True))
-        with database.connect() as conn, conn.transaction():
+        vectors = dict(zip(names, embed_cached(embedder, [subject_embedding_text(n) for n in names]), strict=True))
+        with database.connect() as conn, stage_transaction(conn):
             known = read_batch_candidates(conn, pairs, vectors, user_id, kg_id, threshold)
             plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), threshold)
             write_merge_plan(conn, plan, vectors, user_id, kg_id)
@@ -277,31 +289,37 @@ class LinkStats:
     links: int = 0
     janitor_reset: int = 0
     hubs_changed: int = 0  # subjects flagged or unflagged as hubs after this run's links
+    new_hubs: list[str] = field(default_factory=list)  # subjects this run flagged as hubs
 
 
 def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str, *,
                  threshold: float = DEFAULT_THRESHOLD, batch_size: int = 300,
-                 hubs: HubRule = DEFAULT_HUB_RULE) -> LinkStats:
+                 hubs: HubRule = DEFAULT_HUB_RULE, whole_graph: bool = True) -> LinkStats:
     """Stage 4: one junction row per (subject, pair), a batch's links and checkpoints in one transaction
     of three statements.
 
-    First the janitor: pairs marked stored with zero links although extraction found subjects get their
-    merge/link checkpoints reset and are merged again here, before linking. Last, the graph's hubs are
-    flagged again (pipeline/hubs.py).
+    ``whole_graph`` (the Dagster asset): first the janitor — pairs marked stored with zero links although
+    extraction found subjects get their merge/link checkpoints reset and are merged again here — and last,
+    every subject of the graph is checked against the hub rule (pipeline/hubs.py). Without it (the fast
+    path) only what the pending pairs need is read: the hub rule is checked for the subjects linked now and
+    the current hubs, which is exact under an unchanged rule (a subject's share of the pairs rises only when
+    it gains a link; a new pair lowers every other share, so only a current hub can fall back under it).
     """
     stats = LinkStats()
-    with database.connect() as conn:
-        stats.janitor_reset = len(conn.execute(load_sql("pipeline/janitor_reset"),
-                                               {"user_id": user_id, "kg_id": kg_id}).fetchall())
+    if whole_graph:
+        with database.connect() as conn:
+            stats.janitor_reset = len(conn.execute(load_sql("pipeline/janitor_reset"),
+                                                   {"user_id": user_id, "kg_id": kg_id}).fetchall())
     if stats.janitor_reset:
         logger.warning("janitor reset %d stored pair(s) without links for %s/%s", stats.janitor_reset,
                        user_id, kg_id)
         merge_pending(database, embedder, user_id, kg_id, threshold=threshold)
+    linked_subjects: set[str] = set()
     for pairs in pending_batches(database, "pipeline/pending_link_batch",
                                  {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
         links = sorted({(str(pair["id"]), s["subject_id"]) for pair in pairs
                         for s in (pair["extracted_subjects"] or []) if s.get("subject_id")})
-        with database.connect() as conn, conn.transaction():
+        with database.connect() as conn, stage_transaction(conn):
             if links:
                 cursor = conn.execute(load_sql("pipeline/insert_links"), {
                     "pair_ids": [p for p, _ in links], "subject_ids": [s for _, s in links],
@@ -312,17 +330,23 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
             conn.execute(load_sql("pipeline/record_links"), {"ids": [pair["id"] for pair in pairs],
                                                             "user_id": user_id})
         stats.pairs += len(pairs)
-    # Every run, not only when links were added: a changed hub rule (DREAMING_GRAPH_HUB_SHARE) re-flags on
-    # the next run, and only changes are written.
-    stats.hubs_changed = len(flag_hubs(database, user_id, kg_id, hubs))
+        linked_subjects.update(s for _, s in links)
+    # The whole graph on every asset run, not only when links were added: a changed hub rule
+    # (DREAMING_GRAPH_HUB_SHARE) re-flags on the next run, and only changes are written.
+    changes = flag_hubs(database, user_id, kg_id, hubs, subject_ids=None if whole_graph else sorted(linked_subjects))
+    stats.hubs_changed = len(changes)
+    stats.new_hubs = [change["subject_text"] for change in changes if change["is_hub"]]
     return stats
 
 
-def flag_hubs(database: Database, user_id: str, kg_id: str, hubs: HubRule = DEFAULT_HUB_RULE) -> list[dict]:
-    """Flag (and unflag) the hubs of one user's graph; returns the changes."""
+def flag_hubs(database: Database, user_id: str, kg_id: str, hubs: HubRule = DEFAULT_HUB_RULE, *,
+              subject_ids: list[str] | None = None) -> list[dict]:
+    """Flag (and unflag) the hubs of one user's graph — every subject, or only ``subject_ids`` and the
+    current hubs; returns the changes."""
     with database.connect(vectors=False) as conn:
         changes = conn.execute(load_sql("pipeline/flag_hubs"), {
-            "user_id": user_id, "kg_id": kg_id, "hub_share": hubs.share, "hub_min_pairs": hubs.min_pairs}).fetchall()
+            "user_id": user_id, "kg_id": kg_id, "hub_share": hubs.share, "hub_min_pairs": hubs.min_pairs,
+            "subject_ids": subject_ids}).fetchall()
     for change in changes:
         logger.info("%s/%s: %s %s a hub (%d pairs)", user_id, kg_id, change["subject_text"],
                     "is now" if change["is_hub"] else "is no longer", change["linked_pairs"])
@@ -356,7 +380,7 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
         with database.connect() as conn:
             for (row, result), vector in zip(done, vectors, strict=True):
                 try:
-                    with conn.transaction():
+                    with stage_transaction(conn):
                         name = result.name
                         if name != row["subject_text"] and conn.execute(load_sql("pipeline/name_taken"), {
                                 "user_id": user_id, "kg_id": kg_id, "subject_text": name,
@@ -442,12 +466,14 @@ def top_subjects(database: Database, user_id: str, limit: int = 10) -> list[dict
 
 
 def accumulate(total: dict, stats) -> None:
-    """Add a stage's counts into ``total`` (summing numbers, keeping the latest error text)."""
+    """Add a stage's counts into ``total`` (summing numbers, joining lists, keeping the latest error text)."""
     for key, value in stats_dict(stats).items():
         if key == "merge_ratio":
             continue  # a ratio does not sum; callers recompute it from the totals
         if isinstance(value, int | float) and not isinstance(value, bool):
             total[key] = total.get(key, 0) + value
+        elif isinstance(value, list):
+            total[key] = [*total.get(key, []), *value]
         elif value is not None:
             total[key] = value
 

@@ -43,6 +43,9 @@ class StageInputs:
     threshold: float = DEFAULT_THRESHOLD
     hubs: HubRule = DEFAULT_HUB_RULE
     embedding_batch_size: int = 64
+    # True (the Dagster assets): the link stage's janitor and hub rule read the whole graph. False (the fast
+    # path): a stage reads only what its pending pairs need (stages.link_pending).
+    whole_graph: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("subjects", lambda s, kg: stages.merge_pending(s.database, s.embedder, s.user_id, kg,
                                                          threshold=s.threshold), "merge"),
     Stage("subject_links", lambda s, kg: stages.link_pending(s.database, s.embedder, s.user_id, kg,
-                                                             threshold=s.threshold, hubs=s.hubs), "links"),
+                                                             threshold=s.threshold, hubs=s.hubs,
+                                                             whole_graph=s.whole_graph), "links"),
     Stage("refined_subjects", _refine_and_refresh, "refinement"),
 )
 STAGE_BY_ASSET = {stage.asset: stage for stage in STAGES}
@@ -97,7 +101,7 @@ class SyncResult:
     merge: dict = field(default_factory=dict)
     links: dict = field(default_factory=dict)
     refinement: dict = field(default_factory=dict)
-    graph: list[dict] = field(default_factory=list)  # stages.graph_report after the run, per graph
+    graph: list[dict] = field(default_factory=list)  # stages.graph_report after the run, per graph (report=True)
     warnings: list[str] = field(default_factory=list)  # what the graph checks found (graph_warnings)
     seconds: float = 0.0
 
@@ -125,8 +129,15 @@ def graph_warnings(database: Database, user_id: str, reports: list[dict]) -> lis
 
 def sync_user(user_id: str, *, database: Database | None = None, embedder: Embedder | None = None,
               extractor: Extractor | None = None, refiner: Refiner | None = None,
-              kg_id: str | None = None, threshold: float | None = None) -> SyncResult:
-    """Run every dreaming stage for ``user_id`` now (all of the user's graphs, or just ``kg_id``)."""
+              kg_id: str | None = None, threshold: float | None = None, report: bool = False) -> SyncResult:
+    """Run every dreaming stage for ``user_id`` now (all of the user's graphs, or just ``kg_id``).
+
+    The fast path reads only what the pending pairs need: each graph's lock is taken once for all its
+    stages, the hub rule is checked for the subjects linked now and the current hubs, and a newly flagged
+    hub is a warning. ``report=True`` reads the whole graph as the Dagster assets do — the link stage's
+    janitor, the hub rule for every subject (a lowered DREAMING_GRAPH_HUB_SHARE takes effect), then the
+    graph's shape (``SyncResult.graph``) and the graph checks — which costs time in proportion to the
+    user's memory (`dreaming sync` asks for it; an agent between two turns usually does not)."""
     from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
     from dreaming_dagster.llm.factory import extractor_from_settings, refiner_from_settings
 
@@ -137,15 +148,24 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
                          extractor=extractor or extractor_from_settings(settings),
                          refiner=refiner or refiner_from_settings(settings),
                          threshold=threshold or settings.merge_threshold, hubs=HubRule.from_settings(settings),
-                         embedding_batch_size=settings.embedding_batch_size)
+                         embedding_batch_size=settings.embedding_batch_size, whole_graph=report)
     started = time.perf_counter()
     result = SyncResult(user_id=user_id)
     database.ensure_schema(inputs.embedder.spec)
-    kgs = [validate_identifier(kg_id, "kg_id")] if kg_id else stages.user_kgs(database, user_id)
     for stage in STAGES:
-        run_stage(stage, inputs, kgs, getattr(result, stage.result))
+        if not stage.per_graph:
+            run_stage(stage, inputs, [], getattr(result, stage.result))
+    kgs = [validate_identifier(kg_id, "kg_id")] if kg_id else stages.user_kgs(database, user_id)
+    for kg in kgs:
+        with stages.user_graph_lock(database, user_id, kg):
+            for stage in STAGES:
+                if stage.per_graph:
+                    stages.accumulate(getattr(result, stage.result), stage.run(inputs, kg))
     result.merge["merge_ratio"] = merge_ratio(result.merge.get("created", 0), result.merge.get("merged", 0))
-    result.graph = [r for r in stages.graph_report(database, user_id) if r["kg_id"] in kgs]
-    result.warnings = graph_warnings(database, user_id, result.graph)
+    result.warnings = [f"'{name}' is now a hub: linked to over {100 * inputs.hubs.share:.0f}% of the pairs, it "
+                       "stays browsable and carries no ranking weight" for name in result.links.get("new_hubs", [])]
+    if report:
+        result.graph = [r for r in stages.graph_report(database, user_id) if r["kg_id"] in kgs]
+        result.warnings += graph_warnings(database, user_id, result.graph)
     result.seconds = round(time.perf_counter() - started, 3)
     return result

@@ -28,7 +28,16 @@ def read_profile(conn: psycopg.Connection, *, user_id: str, kg_id: str, query_em
                        session_pair_count=row["session_pair_count"])
 
 
-def refresh_profile(database: Database, user_id: str, kg_id: str) -> None:
-    """Recompute the user's cached counts and subject centroid (after a dreaming run)."""
+# The subject centroid is recomputed once more than this share of the live subjects changed since it was
+# (retrieval/refresh_profile.sql): the mean of thousands of vectors barely moves with a few of them, and
+# averaging them all costs time in proportion to the graph on every fast-path sync.
+CENTROID_TOLERANCE = 0.02
+
+
+def refresh_profile(database: Database, user_id: str, kg_id: str, *,
+                    centroid_tolerance: float = CENTROID_TOLERANCE) -> None:
+    """Recompute the user's cached counts, and the subject centroid when more than ``centroid_tolerance``
+    of the live subjects changed since it was computed (after a dreaming run; 0 recomputes it always)."""
     with database.connect() as conn:
-        conn.execute(load_sql("retrieval/refresh_profile"), {"user_id": user_id, "kg_id": kg_id})
+        conn.execute(load_sql("retrieval/refresh_profile"), {"user_id": user_id, "kg_id": kg_id,
+                                                             "centroid_tolerance": centroid_tolerance})

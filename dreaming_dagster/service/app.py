@@ -56,6 +56,9 @@ class RecallRequest(BaseModel):
 
 class SyncRequest(BaseModel):
     user_id: str
+    # Also read the whole graph afterwards: its shape and the graph checks (costs time in proportion to the
+    # user's memory; GET /v1/users/{user_id}/stats gives the shape at any time).
+    report: bool = False
 
 
 @dataclass
@@ -181,7 +184,8 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
     def sync(body: SyncRequest, key: Key) -> dict:
         from dreaming_dagster.pipeline.sync import sync_user
 
-        result = sync_user(body.user_id, database=database, embedder=embedder, kg_id=key.kg_id)
+        result = sync_user(body.user_id, database=database, embedder=embedder, kg_id=key.kg_id,
+                           report=body.report)
         return {"user_id": result.user_id, "seconds": round(result.seconds, 3), "embedding": result.embedding,
                 "extraction": result.extraction, "merge": result.merge, "links": result.links,
                 "refinement": result.refinement, "graph": [jsonable(r) for r in result.graph],

@@ -8,6 +8,7 @@ type registered.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import threading
 from collections.abc import Iterator
@@ -162,16 +163,19 @@ class Database:
             self._ready.add(spec)
 
     @contextmanager
-    def connect(self, *, vectors: bool = True) -> Iterator[psycopg.Connection]:
+    def connect(self, *, vectors: bool = True, pooled: bool = True) -> Iterator[psycopg.Connection]:
         """An autocommit connection with dict rows and (unless ``vectors=False``) the vector type.
 
-        ``vectors=False`` suits read-only callers such as sensors that may run before any migration.
+        ``vectors=False`` suits read-only callers such as sensors that may run before any migration. With a
+        pool, a connection comes from it unless ``pooled=False`` (a connection held for a long time, such as
+        the graph lock's, is opened apart: held pool connections waiting for free ones could starve it) or
+        the schema has not been ensured in this process yet (the pool's connections need the vector type).
 
         Autocommit on purpose: every multi-statement write says ``with conn.transaction():`` and so is
         a real transaction (in a non-autocommit connection it would silently become a savepoint of an
         implicit transaction opened by an earlier read).
         """
-        if self.pool_size and vectors:
+        if self.pool_size and pooled and (vectors or self._ready):
             with self.pool().connection() as conn:
                 yield conn
             return
@@ -191,6 +195,7 @@ class Database:
                         kwargs={"autocommit": True, "row_factory": dict_row}, configure=register_vector,
                         check=ConnectionPool.check_connection)
                     self._pool.wait(timeout=60)  # as Recaller's pool: nothing left filling it when dropped
+                    atexit.register(self.close)  # its worker threads stop before the interpreter does
         return self._pool
 
     def close(self) -> None:
