@@ -176,3 +176,46 @@ def test_extraction_reads_the_users_own_memory_for_recurring_names(database, emb
     save_pairs("mel", chat_log(), database=database, embedder=embedder16)
     sync_user("mel", database=database, embedder=embedder16)
     assert stages.held_subject_names(database, "mel", "default", asked) == {"melanie": True}
+
+
+def test_a_refinement_batch_keeps_taken_names_and_fails_only_the_refused_subject(database, embedder16):
+    import numpy as np
+
+    from dreaming_dagster.pipeline.refinement import Refinement
+    from dreaming_dagster.sql import load_sql
+
+    database.ensure_schema(embedder16.spec)
+    names = ["Lisbon", "Trip A", "Trip B", "Trip C", "Trip D", "Trip E"]
+    ids = {}
+    with database.connect() as conn:
+        for name in names:
+            ids[name] = str(conn.execute(load_sql("reference/insert_subject"), {
+                "user_id": "ann", "kg_id": "default", "subject_text": name,
+                "description_text": "Lisbon" if name == "Lisbon" else f"{name} first | {name} later",
+                "subject_type": "topic", "embedding": embedder16.embed([name])[0], "seen_at": "2026-01-01"}
+            ).fetchone()["id"])
+
+    proposals = {"Trip A": "Lisbon",  # held by another live subject: not taken
+                 "Trip B": "Portugal", "Trip C": "Portugal",  # proposed twice in the batch: the first takes it
+                 "Trip D": "Bad\x00Name",  # a value Postgres refuses: this subject alone fails
+                 "Trip E": "Sintra"}
+
+    class Proposing:
+        provider = "stub"
+
+        def refine_many(self, subjects):
+            return [Refinement.model_construct(name=proposals[name], narrative=f"All about {name}.")
+                    for name, _ in subjects]
+
+    stats = stages.refine_pending(database, Proposing(), embedder16, "ann", "default")
+    with database.connect() as conn:
+        rows = {str(r["id"]): r for r in conn.execute(
+            "SELECT id, subject_text, description_text, embedding FROM subjects WHERE user_id = 'ann'")}
+    named = {name: rows[i]["subject_text"] for name, i in ids.items()}
+    assert sorted([named.pop("Trip B"), named.pop("Trip C")]) in (["Portugal", "Trip C"], ["Portugal", "Trip B"])
+    assert named == {"Lisbon": "Lisbon", "Trip A": "Trip A", "Trip D": "Trip D", "Trip E": "Sintra"}
+    assert rows[ids["Trip A"]]["description_text"] == "All about Trip A."  # the narrative is taken
+    assert np.allclose(rows[ids["Trip A"]]["embedding"].to_numpy(), embedder16.embed(["Trip A"])[0])  # its own name's vector
+    assert np.allclose(rows[ids["Trip E"]]["embedding"].to_numpy(), embedder16.embed(["Sintra"])[0])
+    assert rows[ids["Trip D"]]["description_text"] == "Trip D first | Trip D later"  # untouched, retried later
+    assert (stats.refined, stats.renamed, stats.name_kept_on_conflict, stats.failures) == (4, 2, 2, 1)

@@ -161,3 +161,35 @@ def test_concurrent_saves_of_the_same_pairs_store_each_once(database, embedder16
     assert sum(r.inserted for r in results) == 40
     assert sum(r.duplicates for r in results) == 120
     assert len(rows(database)) == 40
+
+
+def test_the_name_vector_cache_embeds_each_text_once_per_embedder_and_forgets_the_oldest():
+    import numpy as np
+
+    from dreaming_dagster.embeddings import EmbeddingSpec, TextVectorCache, embed_cached
+
+    class CountingEmbedder:
+        spec = EmbeddingSpec("counting-4", 4)
+
+        def __init__(self, offset: float):
+            self.offset, self.calls = offset, []
+
+        def embed(self, texts):
+            self.calls.append(list(texts))
+            return np.array([[len(t), self.offset, 0, 1] for t in texts], dtype=np.float32)
+
+    first, second = CountingEmbedder(0.0), CountingEmbedder(5.0)
+    assert embed_cached(first, ["Lisbon", "Max"]).tolist() == [[6, 0, 0, 1], [3, 0, 0, 1]]
+    again = embed_cached(first, ["Max", "Rachel Green", "Lisbon"])
+    assert again.tolist() == [[3, 0, 0, 1], [12, 0, 0, 1], [6, 0, 0, 1]]
+    assert first.calls == [["Lisbon", "Max"], ["Rachel Green"]]  # only the new name, in one call
+    assert embed_cached(second, ["Max"]).tolist() == [[3, 5, 0, 1]]  # another embedder: its own vectors
+    assert embed_cached(first, []).shape == (0, 4)
+
+    cache = TextVectorCache(capacity=2)
+    cache.embed(first, ["a", "bb"])
+    cache.embed(first, ["a"])  # "a" is now the most recent; "bb" goes when "ccc" comes
+    cache.embed(first, ["ccc"])
+    first.calls.clear()
+    cache.embed(first, ["a", "ccc", "bb"])
+    assert first.calls == [["bb"]]

@@ -364,40 +364,68 @@ class RefineStats(Failures):
 def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, user_id: str, kg_id: str, *,
                    batch_size: int = 50) -> RefineStats:
     """Stage 5: subjects whose description holds " | " get a clean name and narrative, re-embedded so
-    later merges compare against the consolidated subject."""
+    later merges compare against the consolidated subject; a batch written in one statement."""
     stats = RefineStats()
     failed: list = []  # retried on a later run, not again in this one
     for rows in pending_batches(database, "pipeline/pending_refinement_batch",
                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed}):
         results = refiner.refine_many([(row["subject_text"], row["description_text"]) for row in rows])
-        done = [(row, result) for row, result in zip(rows, results, strict=True)
-                if not isinstance(result, Exception)]
+        done, proposed = [], set()
         for row, result in zip(rows, results, strict=True):
             if isinstance(result, Exception):
                 stats.record(result)
                 failed.append(row["id"])
-        vectors = embedder.embed([subject_embedding_text(result.name) for _, result in done]) if done else []
-        with database.connect() as conn:
-            for (row, result), vector in zip(done, vectors, strict=True):
-                try:
-                    with stage_transaction(conn):
-                        name = result.name
-                        if name != row["subject_text"] and conn.execute(load_sql("pipeline/name_taken"), {
-                                "user_id": user_id, "kg_id": kg_id, "subject_text": name,
-                                "id": row["id"]}).fetchone():
-                            # Another live subject already has that name; keep ours (dream passes merge them).
-                            name = row["subject_text"]
-                            stats.name_kept_on_conflict += 1
-                        conn.execute(load_sql("pipeline/apply_refinement"), {
-                            "id": row["id"], "user_id": user_id, "kg_id": kg_id, "subject_text": name,
-                            "description_text": result.narrative, "embedding": vector})
-                except ROW_DATA_ERRORS as exc:  # this subject stays as it was; the others are refined
-                    stats.record(exc)
-                    failed.append(row["id"])
-                    continue
-                stats.refined += 1
-                stats.renamed += int(name != row["subject_text"])
+                continue
+            name = result.name
+            if name != row["subject_text"] and name in proposed:
+                name = row["subject_text"]  # two subjects of the batch named alike: the first one takes it
+                stats.name_kept_on_conflict += 1
+            proposed.add(name)
+            done.append((row, name, result.narrative))
+        vectors = embedder.embed([subject_embedding_text(name) for _, name, _ in done]) if done else []
+        with database.connect() as conn, stage_transaction(conn):
+            refused = _apply_refinements(conn, [(*item, vector) for item, vector in zip(done, vectors, strict=True)],
+                                         user_id, kg_id, stats)
+        for row, error in refused:  # these subjects stay as they were; the others are refined
+            stats.record(error)
+            failed.append(row["id"])
     return stats
+
+
+def _apply_refinements(conn: psycopg.Connection, done: list[tuple], user_id: str, kg_id: str,
+                       stats: RefineStats) -> list[tuple[dict, Exception]]:
+    """Write a batch of (row, name, narrative, vector) in one statement; if the database refuses a value,
+    one by one in savepoints, so only the refused subjects fail. Returns the refused ones."""
+    def write(items: list[tuple]) -> dict[str, str]:
+        rows = conn.execute(load_sql("pipeline/apply_refinements"), {
+            "user_id": user_id, "kg_id": kg_id, "ids": [row["id"] for row, *_ in items],
+            "subject_texts": [name for _, name, _, _ in items],
+            "description_texts": [narrative for _, _, narrative, _ in items],
+            "embeddings": [vector for *_, vector in items]}).fetchall()
+        return {str(r["id"]): r["subject_text"] for r in rows}
+
+    refused: list[tuple[dict, Exception]] = []
+    if not done:
+        return refused
+    try:
+        with conn.transaction():
+            names_now = write(done)
+    except ROW_DATA_ERRORS:
+        names_now = {}
+        for item in done:
+            try:
+                with conn.transaction():
+                    names_now |= write([item])
+            except ROW_DATA_ERRORS as exc:
+                refused.append((item[0], exc))
+    for row, name, _, _ in done:
+        now = names_now.get(str(row["id"]))
+        if now is None:
+            continue
+        stats.refined += 1
+        stats.renamed += int(now != row["subject_text"])
+        stats.name_kept_on_conflict += int(now != name)
+    return refused
 
 
 # ------------------------------------------------------------------------------------------------ rebuild

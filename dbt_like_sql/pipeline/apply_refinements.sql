@@ -1,0 +1,21 @@
+-- A batch of refinements in one statement: each subject gets its clean name, narrative and the name's
+-- vector. A name another live subject of the graph already holds is not taken (the unique name guard
+-- would refuse it): the subject keeps its name and its vector, takes the narrative, and dream passes merge
+-- the two later. Names proposed twice within a batch are resolved by the caller (first one wins).
+-- Returns each updated subject with the name it has now.
+WITH batch AS (
+    SELECT b.id, b.subject_text, b.description_text, b.embedding,
+           EXISTS (SELECT 1 FROM subjects o
+                   WHERE o.user_id = %(user_id)s AND o.kg_id = %(kg_id)s AND o.archived_at IS NULL
+                     AND md5(o.subject_text) = md5(b.subject_text) AND o.id <> b.id) AS name_taken
+    FROM unnest(%(ids)s::uuid[], %(subject_texts)s::text[], %(description_texts)s::text[], %(embeddings)s::vector[])
+         AS b (id, subject_text, description_text, embedding)
+)
+UPDATE subjects s
+SET subject_text = CASE WHEN b.name_taken THEN s.subject_text ELSE b.subject_text END,
+    embedding = CASE WHEN b.name_taken THEN s.embedding ELSE b.embedding END,
+    description_text = b.description_text,
+    refined_at = now()
+FROM batch b
+WHERE s.id = b.id AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s
+RETURNING s.id, s.subject_text;
