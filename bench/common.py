@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,3 +31,52 @@ def percentile(values: list[float], q: float) -> float:
 def machine() -> dict:
     """What a result was measured on."""
     return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+
+
+@contextmanager
+def counted_statements() -> Iterator[Counter]:
+    """Count what this process sends to Postgres while inside: ``statements`` (every query a cursor
+    executes) and ``transactions`` (each adds a BEGIN and a COMMIT, or a SAVEPOINT and its RELEASE)."""
+    import psycopg
+
+    counts: Counter = Counter()
+    execute, executemany, transaction = psycopg.Cursor.execute, psycopg.Cursor.executemany, psycopg.Connection.transaction
+
+    def counted_execute(self, *args, **kwargs):
+        counts["statements"] += 1
+        return execute(self, *args, **kwargs)
+
+    def counted_executemany(self, query, params_seq, *args, **kwargs):
+        params_seq = list(params_seq)
+        counts["statements"] += len(params_seq)
+        return executemany(self, query, params_seq, *args, **kwargs)
+
+    def counted_transaction(self, *args, **kwargs):
+        counts["transactions"] += 1
+        return transaction(self, *args, **kwargs)
+
+    psycopg.Cursor.execute, psycopg.Cursor.executemany = counted_execute, counted_executemany
+    psycopg.Connection.transaction = counted_transaction
+    try:
+        yield counts
+    finally:
+        psycopg.Cursor.execute, psycopg.Cursor.executemany = execute, executemany
+        psycopg.Connection.transaction = transaction
+
+
+@contextmanager
+def stopped_on_exit(pgdata: Path) -> Iterator[None]:
+    """Stop the embedded server in ``pgdata`` (if one runs) on leaving: a bench's temporary directory must
+    not be deleted under a running server (it still writes there, and the cleanup fails on a non-empty
+    directory), and a bench run inside a longer process (the smoke tests) must not leave servers behind."""
+    import subprocess
+
+    from dreaming_dagster.storage import embedded
+
+    try:
+        yield
+    finally:
+        try:
+            embedded.stop(pgdata)
+        except subprocess.CalledProcessError as error:  # a server that died already; keep the bench's own error
+            print(f"could not stop the server in {pgdata}: {error}", file=sys.stderr)

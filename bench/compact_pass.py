@@ -19,7 +19,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ORACLE, RESULTS, machine  # first: puts the project on the import path
+from common import ORACLE, RESULTS, machine, stopped_on_exit  # first: puts the project on the import path
 
 from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
 from dreaming_dagster.consolidation.providers import OfflineConsolidator
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "compact_pass.json")
     args = parser.parse_args()
     embedder = LocalMiniLMEmbedder()
-    with tempfile.TemporaryDirectory(prefix="dd-compact-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-compact-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         database = Database(embedded.scratch_database_url(embedded.embedded_url(Path(tmp) / "pgdata", "postgres"),
                                                           "compact"))
         manifest = load_benchmark_memory(database, embedder, KeyphraseExtractor(), OfflineRefiner(), args.dataset,

@@ -1,6 +1,6 @@
 """How much of a memory pair the embedder reads, and what the unread part costs cosine retrieval.
 
-    .venv/bin/python bench/encoder_coverage.py
+    .venv/bin/python bench/encoder_coverage.py [--limit-questions N] [--out PATH]
 
 all-MiniLM-L6-v2 reads at most 256 word pieces (254 of text between [CLS] and [SEP]); before migration 0009
 a pair was embedded whole, from "user: … assistant: …", and LongMemEval's assistant turns are long. Part 1
@@ -17,14 +17,16 @@ bench/results/encoder_coverage.json.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import statistics
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
-from common import ORACLE, ROOT, machine  # first: puts the project on the import path
+from common import ORACLE, RESULTS, ROOT, machine  # first: puts the project on the import path
 from tqdm import tqdm
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm
@@ -37,24 +39,29 @@ POOL = 50
 CACHE = ROOT / ".dreaming" / "cache"
 
 
-def cached_embeddings(name: str, texts: list[str], embedder: LocalMiniLMEmbedder) -> np.ndarray:
+def cached_embeddings(name: str, texts: list[str], embedder: LocalMiniLMEmbedder, cache: Path = CACHE) -> np.ndarray:
     digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
-    path = CACHE / f"encoder_coverage_{name}_{digest}.npy"
+    path = cache / f"encoder_coverage_{name}_{digest}.npy"
     if path.is_file():
         return np.load(path)
     vectors = np.concatenate([embedder.embed(texts[i:i + 256])
                               for i in tqdm(range(0, len(texts), 256), desc=f"embedding {name}", unit="batch")])
-    CACHE.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
     np.save(path, vectors)
     return vectors
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit-questions", type=int, default=None, help="only the first N oracle questions")
+    parser.add_argument("--cache-dir", type=Path, default=CACHE)
+    parser.add_argument("--out", type=Path, default=RESULTS / "encoder_coverage.json")
+    args = parser.parse_args()
     dataset = ORACLE
     started = time.perf_counter()
     pairs: dict[str, tuple[str, str]] = {}  # content hash → (user, assistant), in first-seen order
     questions = []
-    for raw, question in iter_questions(dataset):
+    for raw, question in iter_questions(dataset, args.limit_questions):
         questions.append(question)
         for item in longmemeval_session_records([raw]):
             if not isinstance(item, Rejection):
@@ -92,7 +99,7 @@ def main() -> None:
                         "answer-bearing pairs": coverage(is_relevant)}
 
     embedder = LocalMiniLMEmbedder()
-    embeddings = {name: cached_embeddings(name, texts, embedder) for name, texts in views.items()}
+    embeddings = {name: cached_embeddings(name, texts, embedder, args.cache_dir) for name, texts in views.items()}
     query_vectors = embedder.embed([q.question for q in answerable])
     # What migration 0009 stores, from the same vectors: the user turn (the assistant turn when the user's is
     # empty), and the assistant turn when both have text (no reply vector otherwise).
@@ -127,8 +134,7 @@ def main() -> None:
                "note": "pool_recall = share of relevant pairs in the top 50; every question ranks the whole one-user "
                        "memory (no as_of); 'best of' takes a pair's highest cosine over its views",
                "seconds": round(time.perf_counter() - started, 1)}
-    out = ROOT / "bench" / "results" / "encoder_coverage.json"
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps({"coverage": coverage_summary, "cosine_ranking": ranking}, indent=1))
 
 

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from common import ORACLE, RESULTS, machine  # first: puts the project on the import path
+from common import ORACLE, RESULTS, machine, stopped_on_exit  # first: puts the project on the import path
 
 from dreaming_dagster.demo import build_demo_users
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
@@ -94,10 +94,10 @@ def health(database: Database, user_id: str, seed: int = 7) -> dict:
             "random_subjects": random.Random(seed).sample(names, min(30, len(names)))}
 
 
-def demo_health(database: Database, embedder, dataset: Path) -> dict:
+def demo_health(database: Database, embedder, dataset: Path, users: int = 5, questions_per_user: int = 8) -> dict:
     """Each demo user's memory (as `make demo` builds it) dreamed by sync_user, and its graph's health."""
     reports = {}
-    for user in build_demo_users(dataset, users=5, questions_per_user=8):
+    for user in build_demo_users(dataset, users=users, questions_per_user=questions_per_user):
         save_pairs(user.user_id, user.records, database=database, embedder=embedder)
         sync_user(user.user_id, database=database, embedder=embedder, extractor=OfflineExtractor(),
                   refiner=OfflineRefiner())
@@ -141,6 +141,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--demo-users", type=int, default=5, help="users of `make demo` whose graphs are reported")
+    parser.add_argument("--demo-questions-per-user", type=int, default=8)
     parser.add_argument("--out", type=Path, default=RESULTS / "graph.json")
     args = parser.parse_args()
     results: dict = {"command": "bench/graph.py " + " ".join(sys.argv[1:]),
@@ -150,7 +152,7 @@ def main() -> None:
 
     embedder = LocalMiniLMEmbedder()
     graph = GraphSide()
-    with tempfile.TemporaryDirectory(prefix="dd-graph-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-graph-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
         first = Database(embedded.scratch_database_url(admin, "graph"))
         started = time.perf_counter()
@@ -170,7 +172,7 @@ def main() -> None:
             print(f"{name}: re-dreamed {rows:,} pairs in {memory_seconds[name]} s")
         results["memory_seconds"] = memory_seconds
         results["demo_health"] = demo_health(Database(embedded.scratch_database_url(admin, "demo")), embedder,
-                                             args.dataset)
+                                             args.dataset, args.demo_users, args.demo_questions_per_user)
         results["health"], results["ablation"] = {}, {}
         for name, database in memories.items():
             results["health"][name] = health(database, user)

@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ORACLE, ROOT, machine  # first: puts the project on the import path
+from common import ORACLE, ROOT, machine, stopped_on_exit  # first: puts the project on the import path
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -80,7 +80,7 @@ def main() -> None:
     model_load_s = time.perf_counter() - started
 
     runs = []
-    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
         with Progress(console=console) as progress:
             task = progress.add_task(f"{args.runs} runs × {len(pairs)} pairs", total=args.runs * 3)

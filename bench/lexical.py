@@ -1,6 +1,6 @@
 """Lexical candidates on the LongMemEval oracle: Postgres full-text search against BM25, same tokens.
 
-    .venv/bin/python bench/lexical.py
+    .venv/bin/python bench/lexical.py [--limit-questions N] [--out PATH]
 
 The hybrid-retrieval issue's first question: inside Postgres, does the built-in full-text ranking
 (ts_rank / ts_rank_cd over an OR of the question's lexemes) rank as well as BM25? Every oracle session
@@ -15,6 +15,7 @@ quality at this size. Results: bench/results/lexical.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import tempfile
@@ -24,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from common import ORACLE, ROOT, machine  # first: puts the project on the import path
+from common import ORACLE, RESULTS, machine, stopped_on_exit  # first: puts the project on the import path
 from tqdm import tqdm
 
 from dreaming_dagster.embeddings import EmbeddingSpec
@@ -83,12 +84,16 @@ def bm25_ranker(conn, k1: float = 1.2, b: float = 0.75):
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit-questions", type=int, default=None, help="only the first N oracle questions")
+    parser.add_argument("--out", type=Path, default=RESULTS / "lexical.json")
+    args = parser.parse_args()
     dataset = ORACLE
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="dd-lex-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-lex-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         database = Database(embedded.scratch_database_url(embedded.embedded_url(Path(tmp) / "pgdata", "postgres"), "lex"))
         questions, batch = [], []
-        for raw, question in iter_questions(dataset):
+        for raw, question in iter_questions(dataset, args.limit_questions):
             questions.append(question)
             for item in longmemeval_session_records([raw]):
                 if not isinstance(item, Rejection):
@@ -141,8 +146,7 @@ def main() -> None:
                        "GIN index; BM25 scores in Python over the same lexemes (timings are for 5k pairs, not a "
                        "scale benchmark)",
                "methods": summary}
-    out = ROOT / "bench" / "results" / "lexical.json"
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
 
 

@@ -10,10 +10,12 @@ bench/results/llm_cost.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
-from common import ROOT, machine  # first: puts the project on the import path
+from common import RESULTS, machine  # first: puts the project on the import path
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.ingest.tokens import count_tokens
@@ -26,8 +28,11 @@ PRICES = {"small model ($0.15 / $0.60 per M)": (0.15, 0.60), "large model ($2.50
 
 
 def main() -> None:
-    ingest = json.loads((ROOT / "bench" / "results" / "ingest.json").read_text())
-    dreaming = json.loads((ROOT / "bench" / "results" / "dreaming.json").read_text())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULTS / "llm_cost.json")
+    args = parser.parse_args()
+    ingest = json.loads((RESULTS / "ingest.json").read_text())
+    dreaming = json.loads((RESULTS / "dreaming.json").read_text())
     settings = DreamingSettings()
     pair_tokens = ingest["tokens_per_pair_mean"]
     prompts = {name: count_tokens(load_prompt(name)) for name in ("extraction", "refinement", "dream")}
@@ -50,7 +55,7 @@ def main() -> None:
                "per_1000_pairs": {"input_tokens": round(tokens_in), "output_tokens": round(tokens_out),
                                   **{label: round(tokens_in / 1e6 * p_in + tokens_out / 1e6 * p_out, 2)
                                      for label, (p_in, p_out) in PRICES.items()}}}
-    (ROOT / "bench" / "results" / "llm_cost.json").write_text(json.dumps(results, indent=1) + "\n")
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results, indent=1))
 
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-from common import ORACLE, ROOT, machine  # first: puts the project on the import path
+from common import ORACLE, ROOT, machine, stopped_on_exit  # first: puts the project on the import path
 
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
@@ -68,7 +68,7 @@ def main() -> None:
         "longmemeval_pools": {"config": {"pool_size": args.pool_size, "lexical_pool_size": args.lexical_pool_size}},
         "ranker_model": {"config": {"epochs": args.epochs, "seed": args.seed, "promote": False}}}}
 
-    with tempfile.TemporaryDirectory(prefix="dd-lme-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-lme-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         data_dir = Path(tmp)
         url = embedded.scratch_database_url(embedded.embedded_url(data_dir / "pgdata", "postgres"), "lme")
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, data_dir=str(data_dir)),

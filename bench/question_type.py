@@ -8,12 +8,13 @@ classifier is untouched). Results: bench/results/question_type.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ORACLE, ROOT, machine  # first: puts the project on the import path
+from common import ORACLE, RESULTS, machine  # first: puts the project on the import path
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.retrieval.question_type import train_from_longmemeval
@@ -21,6 +22,9 @@ from dreaming_dagster.training.longmemeval import file_sha256
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULTS / "question_type.json")
+    args = parser.parse_args()
     dataset = ORACLE
     with tempfile.TemporaryDirectory() as tmp:
         report = train_from_longmemeval(dataset, LocalMiniLMEmbedder(), Path(tmp) / "question_type.safetensors")
@@ -29,7 +33,7 @@ def main() -> None:
                "dataset": dataset.name, "sha256": file_sha256(dataset), "questions": report.questions,
                "cv_accuracy_5_fold": round(report.accuracy, 4),
                "cv_accuracy_per_type": {k: round(v, 4) for k, v in report.per_type.items()}}
-    (ROOT / "bench" / "results" / "question_type.json").write_text(json.dumps(results, indent=1) + "\n")
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results, indent=1))
 
 

@@ -39,7 +39,13 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import torch
-from common import ORACLE, ROOT, machine, percentile  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    ROOT,
+    machine,
+    percentile,
+    stopped_on_exit,
+)
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from tqdm import tqdm
@@ -164,7 +170,7 @@ def main() -> None:
                                        "questions"}}
     pair_texts, question_texts = oracle_texts(ORACLE)
 
-    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             tmp = str(args.keep)

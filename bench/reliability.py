@@ -33,7 +33,13 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from common import ORACLE, RESULTS, ROOT, machine  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    RESULTS,
+    ROOT,
+    machine,
+    stopped_on_exit,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -116,6 +122,11 @@ def main() -> None:
     parser.add_argument("--questions-per-user", type=int, default=4)
     parser.add_argument("--recalls", type=int, default=200)
     parser.add_argument("--bulk-users", type=int, default=100_000)
+    parser.add_argument("--savers", type=int, default=16)
+    parser.add_argument("--saver-pairs", type=int, default=1800)
+    parser.add_argument("--terminations", type=int, default=5)
+    parser.add_argument("--termination-pairs", type=int, default=3000)
+    parser.add_argument("--llm-deadline", type=float, default=5.0, help="seconds a misbehaving endpoint is given")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS / "reliability.json")
     args = parser.parse_args()
@@ -127,7 +138,7 @@ def main() -> None:
     def dream(db: Database, user: str):
         return sync_user(user, database=db, embedder=embedder, extractor=OfflineExtractor(), refiner=OfflineRefiner())
 
-    with tempfile.TemporaryDirectory(prefix="dd-rel-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-rel-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
         url = embedded.scratch_database_url(admin_url, "reliability")
         database = Database(url)
@@ -186,7 +197,7 @@ def main() -> None:
 
         # --- 16 concurrent savers of the same 1,800 pairs
         records = [{"session_id": f"c{i // 30}", "turn_index": i % 30, "user_message": f"concurrent message {i}",
-                    "assistant_message": "ok", "occurred_at": "2024-05-01T10:00:00Z"} for i in range(1800)]
+                    "assistant_message": "ok", "occurred_at": "2024-05-01T10:00:00Z"} for i in range(args.saver_pairs)]
 
         def saver(seed: int) -> int:
             mine = records[:]
@@ -194,21 +205,21 @@ def main() -> None:
             return sum(save_pairs("savers", mine[start:start + 150], database=database, embedder=embedder,
                                   embed=False).inserted for start in range(0, len(mine), 150))
 
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            inserted = sum(pool.map(saver, range(16)))
+        with ThreadPoolExecutor(max_workers=args.savers) as pool:
+            inserted = sum(pool.map(saver, range(args.savers)))
         with database.connect() as conn:
             stored = conn.execute("SELECT count(*) AS n, count(DISTINCT content_hash) AS d FROM memory_pairs "
                                   "WHERE user_id = 'savers'").fetchone()
-        results["concurrent_savers"] = {"savers": 16, "pairs": len(records), "inserted_reported": inserted,
+        results["concurrent_savers"] = {"savers": args.savers, "pairs": len(records), "inserted_reported": inserted,
                                         "rows": stored["n"], "distinct": stored["d"]}
         console.print(f"concurrent savers: {results['concurrent_savers']}")
 
         # --- a saving connection terminated mid-statement
         terminations = []
-        for attempt in range(5):
+        for attempt in range(args.terminations):
             batch = [{"session_id": f"t{attempt}", "turn_index": i, "user_message": f"terminated save {attempt} {i} " +
                       "words " * 40, "assistant_message": "reply " * 40, "occurred_at": "2024-05-01T10:00:00Z"}
-                     for i in range(3000)]
+                     for i in range(args.termination_pairs)]
             outcome: dict = {}
 
             def save_batch(batch=batch, outcome=outcome) -> None:
@@ -270,7 +281,7 @@ def main() -> None:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         outage = {}
-        for mode, pace, deadline in (("hang", 30.0, 5.0), ("trickle", 0.5, 5.0)):
+        for mode, pace, deadline in (("hang", 30.0, args.llm_deadline), ("trickle", 0.5, args.llm_deadline)):
             _Endpoint.mode, _Endpoint.pace = mode, pace
             client = JSONChatClient(model="m", base_url=base_url, api_key="k", attempts_per_model=1,
                                     backoff_s=0.0, timeout_s=deadline)
@@ -287,11 +298,11 @@ def main() -> None:
         save_pairs(pending_user, [good | {"turn_index": i, "user_message": f"outage pair {i}"} for i in range(40)],
                    database=database, embedder=embedder)
         client = JSONChatClient(model="m", base_url=base_url, api_key="k", attempts_per_model=3, backoff_s=1.0,
-                                timeout_s=5.0)
+                                timeout_s=args.llm_deadline)
         started = time.perf_counter()
         stats = stages.extract_pending(database, OpenAIExtractor(client, max_in_flight=5), pending_user, "default")
         outage["extraction_stage_hanging_endpoint"] = {
-            "pending_pairs": 40, "deadline_s": 5.0, "attempts_per_model": 3, "in_flight": 5,
+            "pending_pairs": 40, "deadline_s": args.llm_deadline, "attempts_per_model": 3, "in_flight": 5,
             "seconds": round(time.perf_counter() - started, 1), "failures": stats.failures,
             "not_attempted": stats.not_attempted, "stopped_early": stats.provider_unavailable}
         server.shutdown()

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-from common import ROOT, machine  # first: puts the project on the import path
+from common import ROOT, machine, stopped_on_exit  # first: puts the project on the import path
 
 from dreaming_dagster.defs.pipeline.sensors import pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
@@ -49,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     pending_every = max(1, round(1 / args.pending_share))
 
-    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
         url = embedded.scratch_database_url(admin_url, "bench")
         database = Database(url)
@@ -59,6 +59,7 @@ def main() -> None:
             # The sensor's query never touches the HNSW index; dropping it here keeps generation fast
             # (90,000 identical synthetic vectors would only measure HNSW inserts).
             conn.execute("DROP INDEX memory_pairs_embedding_hnsw_idx")
+            conn.execute("DROP INDEX memory_pairs_reply_embedding_hnsw_idx")
             conn.execute(load_sql("bench/generate_pairs"), {"users": args.users, "pairs_per_user": args.pairs_per_user,
                                           "pending_every": pending_every,
                                           "dimension": LocalMiniLMEmbedder.spec.dimension})
@@ -78,6 +79,10 @@ def main() -> None:
                 plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query, params).fetchone()
                 execution.append(plan["QUERY PLAN"][0]["Execution Time"] / 1000)
         users_with_work = len(rows)
+        # The bench's own assumption: only the users it made pending have work. When a migration adds a stage
+        # that generate_pairs does not complete, every user counts as pending and the figures mean nothing.
+        assert users_with_work == args.users // pending_every, (
+            f"{users_with_work} users have pending work, expected {args.users // pending_every}")
         indexes_used = sorted(_indexes_in(plan["QUERY PLAN"][0]["Plan"]))
 
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url)}

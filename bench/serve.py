@@ -40,7 +40,13 @@ import httpx
 import numpy as np
 import psycopg
 import torch
-from common import ORACLE, RESULTS, machine, percentile  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    RESULTS,
+    machine,
+    percentile,
+    stopped_on_exit,
+)
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from recall import oracle_texts
@@ -189,7 +195,7 @@ def main() -> None:
                      "date": datetime.now(UTC).isoformat(timespec="seconds"),
                      "machine": machine() | {"torch": torch.__version__}, "mix": f"{RECALL_SHARE:.0%} recall, "
                      f"{1 - RECALL_SHARE:.0%} save of one pair", "seconds_per_cell": args.seconds, "cells": {}}
-    with tempfile.TemporaryDirectory(prefix="dd-serve-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-serve-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
         url = embedded.scratch_database_url(admin, "serve")
         settings = DreamingSettings(database_url=url, data_dir=Path(tmp))

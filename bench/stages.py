@@ -1,10 +1,12 @@
-"""Where dreaming time goes: the offline extractor alone, a profile of one sync, and a checkpoint UPDATE.
+"""Where dreaming time goes: the offline extractors alone, a profile of one sync, and a checkpoint UPDATE.
 
     .venv/bin/python bench/stages.py [--pairs 400] [--runs 3]
 
-- offline extractor: YAKE extraction of --pairs LongMemEval pairs, pairs/s, median of --runs;
-- profile: cProfile of sync_user over --pairs freshly saved pairs (offline providers), split into time
-  waiting on Postgres, in YAKE, and in the embedding model;
+- offline extractors: the default (entities: spaCy, one process) and the keyphrase extractor it replaced
+  (YAKE) over the same --pairs LongMemEval pairs, pairs/s, median of --runs, taking turns;
+- profile: cProfile of sync_user over --pairs freshly saved pairs (offline providers, the default
+  extractor), split into time waiting on Postgres, in the extractor, and in the embedding model, with the
+  statements sent (queries; transactions apart) per pair;
 - checkpoint UPDATE: EXPLAIN ANALYZE of setting kg_stored_at on one pair (rolled back), median over 20
   pairs, with the buffers it touched (every index, HNSW included, gets a new entry: the update is not HOT).
 Results: bench/results/stages.json.
@@ -22,10 +24,17 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ORACLE, ROOT, machine  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    ROOT,
+    counted_statements,
+    machine,
+    stopped_on_exit,
+)
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor
 from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
@@ -61,26 +70,30 @@ def main() -> None:
             if len(records) == args.pairs:
                 break
 
-    extractor = OfflineExtractor()
     texts = [(r["user_message"], r["assistant_message"]) for r in records]
-    extractor.extract_many(texts[:5])  # warm YAKE's caches
-    extract_runs = []
+    extractors = {"entities": OfflineExtractor(processes=1), "keyphrases": KeyphraseExtractor()}  # one core each
+    extract_runs: dict[str, list[float]] = {name: [] for name in extractors}
+    for extractor in extractors.values():
+        extractor.extract_many(texts[:5])  # load the model, warm the caches
     for _ in range(args.runs):
-        started = time.perf_counter()
-        extractor.extract_many(texts)
-        extract_runs.append(time.perf_counter() - started)
+        for name, extractor in extractors.items():
+            started = time.perf_counter()
+            extractor.extract_many(texts)
+            extract_runs[name].append(time.perf_counter() - started)
+    extractor = OfflineExtractor(processes=DreamingSettings().llm_offline_processes)  # as the settings make it
 
     embedder = LocalMiniLMEmbedder(batch_size=64)
     embedder.embed(["warm-up"])
-    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
         database = Database(embedded.scratch_database_url(admin_url, "bench"))
         save_pairs("bench", records, database=database, embedder=embedder)
         profiler = cProfile.Profile()
-        profiler.enable()
-        result = sync_user("bench", database=database, embedder=embedder, extractor=extractor,
-                           refiner=OfflineRefiner())
-        profiler.disable()
+        with counted_statements() as sent:
+            profiler.enable()
+            result = sync_user("bench", database=database, embedder=embedder, extractor=extractor,
+                               refiner=OfflineRefiner())
+            profiler.disable()
         stats = pstats.Stats(profiler)
         total = result.seconds
 
@@ -96,7 +109,7 @@ def main() -> None:
                 update_buffers.append(node["Plan"]["Shared Hit Blocks"] + node["Plan"]["Shared Read Blocks"])
 
     database_wait = cumulative_seconds(stats, "psycopg", "wait")
-    yake = cumulative_seconds(stats, "yake", "extract_keywords")
+    extraction = cumulative_seconds(stats, "dreaming_dagster/extraction/providers.py", "extract_many")
     model = cumulative_seconds(stats, "dreaming_dagster/embeddings.py", "embed")
     results = {
         "benchmark": "stages",
@@ -104,13 +117,14 @@ def main() -> None:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "pairs": len(records),
-        "offline_extractor": {"runs_s": [round(s, 2) for s in extract_runs],
-                              "pairs_per_s": round(len(records) / statistics.median(extract_runs), 1)},
-        "sync_profile": {"seconds": round(total, 2),
-                         "postgres_statements": call_count(stats, "psycopg/cursor.py", "execute")
-                         + call_count(stats, "psycopg/cursor.py", "executemany"),
+        "offline_extractors": {name: {"runs_s": [round(s, 2) for s in runs],
+                                      "pairs_per_s": round(len(records) / statistics.median(runs), 1)}
+                               for name, runs in extract_runs.items()},
+        "sync_profile": {"seconds": round(total, 2), "extractor": extractor.provider,
+                         "postgres_statements": sent["statements"], "postgres_transactions": sent["transactions"],
+                         "statements_per_pair": round(sent["statements"] / len(records), 3),
                          "postgres_wait_s": round(database_wait, 2), "postgres_share": round(database_wait / total, 2),
-                         "yake_s": round(yake, 2), "yake_share": round(yake / total, 2),
+                         "extraction_s": round(extraction, 2), "extraction_share": round(extraction / total, 2),
                          "embedding_model_s": round(model, 2), "embedding_share": round(model / total, 2),
                          "merge": result.merge, "refined": result.refinement.get("refined", 0)},
         "checkpoint_update": {"median_ms": round(statistics.median(update_ms), 2),

@@ -19,7 +19,8 @@ ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_
 
 # The files that take longest go first, so with two workers the longest one (the browser test: a demo, a
 # training run and a Dagster UI to start) is not left for last.
-SLOWEST_FIRST = ("test_ui.py", "test_pipeline.py", "test_ranker_job.py", "test_demo.py")
+SLOWEST_FIRST = ("test_ui.py", "test_pipeline.py", "test_ranker_job.py", "test_demo.py", "test_bench_smoke_retrieval.py",
+                 "test_bench_smoke_dreaming.py")
 
 
 def pytest_collection_modifyitems(items) -> None:

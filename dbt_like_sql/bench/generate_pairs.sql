@@ -1,9 +1,13 @@
 -- Benchmark setup: synthetic users and pairs for the sensor benchmark; every pending_every-th user has
--- one pair waiting at every stage, the others are fully dreamed.
+-- one pair waiting at every stage, the others are fully dreamed (both vectors and every checkpoint set:
+-- a schema change that adds a stage must add it here too, or every user counts as pending — the
+-- benchmark asserts the count).
 INSERT INTO memory_pairs (user_id, kg_id, session_id, turn_index, user_message, assistant_message, occurred_at,
-                          token_count, content_hash, embedding, extracted_at, subjects_merged_at, kg_stored_at)
+                          token_count, content_hash, embedding, reply_embedding, extracted_at, subjects_merged_at, kg_stored_at)
 SELECT 'user-' || u, 'default', 's-' || u, p, 'synthetic user message ' || p, 'synthetic reply',
        now() - (p || ' minutes')::interval, 8, md5(u || ':' || p),
+       CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL
+            ELSE array_fill(0.05::real, ARRAY[%(dimension)s])::vector END,
        CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL
             ELSE array_fill(0.05::real, ARRAY[%(dimension)s])::vector END,
        CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL ELSE now() END,

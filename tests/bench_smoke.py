@@ -1,0 +1,30 @@
+"""Run a benchmark script in this process at a tiny size: the same code path and SQL as `make bench-<name>`,
+so a change that breaks a bench's own assumptions (asserted inside it) fails the test suite, not the next
+person who runs the bench. Results go to a temporary file, never over the committed ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import PROJECT_ROOT
+
+BENCH = PROJECT_ROOT / "bench"
+
+
+def run_bench(name: str, *argv: str, out: Path | None = None) -> dict:
+    """``bench/<name>.py`` with ``argv`` (and ``--out`` when given); returns the result it wrote."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))  # the benches import their shared module as `common`
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    saved_argv = sys.argv
+    sys.argv = [str(BENCH / f"{name}.py"), *argv, *(["--out", str(out)] if out else [])]
+    try:
+        module.main()
+    finally:
+        sys.argv = saved_argv
+    return json.loads(out.read_text()) if out else {}

@@ -1,0 +1,52 @@
+"""Smoke runs of the dreaming-side benchmarks (tests/bench_smoke.py): tiny sizes, same code."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bench_smoke import run_bench
+from tests.conftest import ORACLE
+
+pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
+
+
+def test_ingest_bench(tmp_path):
+    result = run_bench("ingest", "--pairs", "30", "--runs", "1", out=tmp_path / "r.json")
+    assert result["ingest_embed"]["pairs_per_s"] > 0 and result["ingest_only"]["pairs_per_s"] > 0
+
+
+def test_dreaming_bench_side_by_side(tmp_path):
+    result = run_bench("dreaming", "--runs", "1", "--throughput-pairs", "20", "--background-pairs", "40",
+                       "--latency-samples", "2", out=tmp_path / "r.json")
+    by_extractor = result["throughput_by_extractor"]
+    assert set(by_extractor) == {"entities", "keyphrases"} and result["throughput"]["extractor"] == "entities"
+    assert all(cell["statements_per_pair"] > 0 for cell in by_extractor.values())
+    assert result["fast_path"]["p50_s_median"] > 0 and result["fast_path"]["statements_per_sample_median"] > 0
+
+
+def test_stages_bench(tmp_path):
+    result = run_bench("stages", "--pairs", "20", "--runs", "1", out=tmp_path / "r.json")
+    assert result["pairs"] == 20 and result["sync_profile"]["postgres_statements"] > 0
+
+
+def test_sensor_bench_counts_only_the_users_it_made_pending(tmp_path):
+    # The bench asserts it itself; a schema change that leaves a stage unset in generate_pairs fails here.
+    result = run_bench("sensor", "--users", "40", "--pairs-per-user", "3", "--repeats", "1", out=tmp_path / "r.json")
+    assert result["users_with_pending_work"] == 4 and result["run_requests"] == 4
+
+
+def test_reliability_bench(tmp_path):
+    result = run_bench("reliability", "--kills", "1", "--users", "1", "--questions-per-user", "1", "--recalls", "5",
+                       "--bulk-users", "50", "--savers", "3", "--saver-pairs", "60", "--terminations", "1",
+                       "--termination-pairs", "300", "--llm-deadline", "0.5", out=tmp_path / "r.json")
+    assert result["cross_tenant_recalls"]["leaks"] == 0
+    assert result["concurrent_savers"]["rows"] == result["concurrent_savers"]["distinct"] == 60
+
+
+def test_compact_pass_bench(tmp_path):
+    assert run_bench("compact_pass", "--questions", "2", out=tmp_path / "r.json")
+
+
+def test_llm_cost_bench_reads_the_committed_results(tmp_path):
+    result = run_bench("llm_cost", out=tmp_path / "r.json")
+    assert result["per_1000_pairs"]["input_tokens"] > 0

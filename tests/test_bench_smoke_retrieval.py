@@ -1,0 +1,48 @@
+"""Smoke runs of the retrieval-side benchmarks (tests/bench_smoke.py): tiny sizes, same code."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bench_smoke import run_bench
+from tests.conftest import ORACLE
+
+pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
+
+
+def test_recall_bench(tmp_path):
+    result = run_bench("recall", "--pairs", "1500", "--subjects", "300", "--topics", "20", "--light-users", "3",
+                       "--queries", "15", out=tmp_path / "r.json")
+    assert result["data"]["heavy_user_postings"] > 0 and result["latency_heavy_user"]["hybrid"]
+
+
+def test_lexical_bench(tmp_path):
+    result = run_bench("lexical", "--limit-questions", "6", out=tmp_path / "r.json")
+    assert result["answerable_questions"] > 0 and result["methods"]
+
+
+def test_encoder_coverage_bench(tmp_path):
+    result = run_bench("encoder_coverage", "--limit-questions", "4", "--cache-dir", str(tmp_path / "cache"),
+                       out=tmp_path / "r.json")
+    assert result["cosine_ranking"]
+
+
+def test_question_type_bench(tmp_path):
+    assert run_bench("question_type", out=tmp_path / "r.json")["cv_accuracy_5_fold"] > 0
+
+
+def test_longmemeval_bench(tmp_path):
+    run_bench("longmemeval", "--limit-questions", "10", "--epochs", "1", "--out-dir", str(tmp_path))
+    assert list(tmp_path.glob("*.json"))
+
+
+def test_graph_bench(tmp_path):
+    result = run_bench("graph", "--limit-questions", "10", "--throughput-pairs", "20", "--runs", "1", "--epochs", "1",
+                       "--demo-users", "1", "--demo-questions-per-user", "1", out=tmp_path / "r.json")
+    assert set(result["ablation"]) == {"entities", "keyphrases"} and result["health"]["entities"]["subjects"] > 0
+
+
+def test_serve_bench(tmp_path):
+    result = run_bench("serve", "--users", "300", "--clients", "1,2", "--seconds", "1", "--max-requests", "10",
+                       out=tmp_path / "r.json")
+    assert result["cells"]
