@@ -98,7 +98,7 @@ def main() -> None:
             for item in longmemeval_session_records([raw]):
                 if not isinstance(item, Rejection):
                     batch.append(parse_pair(item.raw, item.where))
-        saved = save_validated_pairs(database, NoEmbedder(), USER, "default", batch, embed=False)
+        saved = save_validated_pairs(database, NoEmbedder(), USER, "default", batch, embed=False, index_words=True)
         load_s = time.perf_counter() - started
         answerable = [q for q in questions if q.answerable]
         with database.connect() as conn:

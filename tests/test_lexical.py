@@ -101,6 +101,29 @@ def test_the_bulk_path_is_planned_without_merge_joins(database):
     assert "enable_mergejoin=off" in config["proconfig"]
 
 
+def test_a_deferred_save_leaves_the_words_to_the_embedding_stage(database):
+    """Migration 0016: embed=False defers the word index with the vectors; the embedding stage indexes
+    the words first (idempotently), so an embedding outage does not keep a pair from word search."""
+    from dreaming_dagster.ingest.embedding import embed_pending_pairs, index_words
+
+    class DownEmbedder(HashEmbedder):
+        def embed(self, texts):
+            raise RuntimeError("the embedding endpoint is down")
+
+    saved = save_validated_pairs(database, HashEmbedder(), "fay", "default",
+                                 [pair(1, "the piano lessons start monday"), pair(2, "my zucchini bread")], embed=False)
+    assert saved.inserted == 2 and stored_index(database, "fay") == ({}, Counter(), (0, 0))
+    run = embed_pending_pairs(database, DownEmbedder(), "fay")
+    assert run.embedded == 0 and run.failed_pairs and run.words_not_indexed == 0
+    indexed = stored_index(database, "fay")
+    assert indexed == expected_index(database, "fay") and indexed[2][0] == 2  # found by words already
+    assert embed_pending_pairs(database, HashEmbedder(), "fay").embedded == 2
+    assert index_words(database, "fay", saved.pair_ids) == 0
+    assert stored_index(database, "fay") == indexed  # indexing again changes nothing
+    # Another user's pair ids index nothing for this user.
+    assert index_words(database, "gus", saved.pair_ids) == 0 and stored_index(database, "gus")[2] == (0, 0)
+
+
 def test_concurrent_saves_for_one_user_keep_exact_statistics(database):
     database.ensure_schema(HashEmbedder.spec)
     errors = []
@@ -127,9 +150,10 @@ def test_concurrent_saves_for_one_user_keep_exact_statistics(database):
 
 def test_the_pool_draws_pairs_by_their_words_and_scores_every_candidate(database):
     build_user(database, "eve", pairs=60, subjects=5, seed=3)
-    # A pair with words no other pair has, and no embedding yet (its embedding is pending).
+    # A pair with words no other pair has, its words indexed and no embedding yet (the embedder failed at
+    # save time, so its embedding is pending).
     saved = save_validated_pairs(database, HashEmbedder(), "eve", "default",
-                                 [pair(99, "my zucchini bread recipe", user="baking")], embed=False)
+                                 [pair(99, "my zucchini bread recipe", user="baking")], embed=False, index_words=True)
     query = "the zucchini bread"
 
     def pool(lexical_pool_size):

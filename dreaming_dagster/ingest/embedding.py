@@ -1,15 +1,21 @@
 """Fill in the vectors of pairs stored without them (deferred, or the embedder failed at save time), and
-re-embed turn by turn the pairs embedded whole before migration 0009."""
+re-embed turn by turn the pairs embedded whole before migration 0009. A deferred save's words are
+indexed here too, just before its vectors (migration 0016)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import psycopg
 
 from dreaming_dagster.embeddings import Embedder, embed_pair_turns
 from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -18,6 +24,30 @@ class EmbeddingRun:
     failed_pairs: list[str] = field(default_factory=list)
     last_error: str | None = None
     stopped_early: bool = False  # the embedder kept failing; the rest stays pending for the next run
+    words_not_indexed: int = 0  # pairs whose words the database refused to index (logged; embedded anyway)
+
+
+def index_words(database: Database, user_id: str, pair_ids: list) -> int:
+    """Index the words of ``user_id``'s pairs ``pair_ids`` (idempotent); a batch the database refuses is
+    indexed pair by pair, and a pair refused alone is logged and left out. Returns how many were left out."""
+    params = {"user_id": user_id, "ids": pair_ids}
+    with database.connect() as conn:
+        try:
+            conn.execute(load_sql("memory_pairs/index_words"), params)
+            return 0
+        except psycopg.OperationalError:
+            raise
+        except psycopg.DatabaseError:
+            refused = 0
+            for pair_id in pair_ids:
+                try:
+                    conn.execute(load_sql("memory_pairs/index_words"), params | {"ids": [pair_id]})
+                except psycopg.OperationalError:
+                    raise
+                except psycopg.DatabaseError as error:
+                    logger.warning("the words of pair %s (%s) could not be indexed: %s", pair_id, user_id, error)
+                    refused += 1
+            return refused
 
 
 def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *, batch_size: int = 64,
@@ -40,6 +70,9 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
                                  ).fetchall()
         if not batch:
             break
+        # Words first (a deferred save left them out; a no-op for pairs already indexed), in their own
+        # transaction: an embedder outage below does not keep the pairs from word search.
+        run.words_not_indexed += index_words(database, user_id, [r["id"] for r in batch])
         turns = [(r["user_message"], r["assistant_message"]) for r in batch]
         updates = []
         try:
