@@ -62,9 +62,11 @@ from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 
-# The stages that commit pair by pair (extraction commits a whole batch of 100 at once, so "part of it
-# done" never shows there): the kill lands while a stage is half through the user's pairs.
-KILL_STAGES = ("subjects_merged_at", "kg_stored_at")
+# Where a kill lands (bench/kill_moment.sql). The stages commit a batch at a time, so a kill lands either
+# inside a stage's write transaction (which Postgres then rolls back) or between two committed stages.
+KILL_APP = "dreaming-reliability-kill"  # the killed sync's connections, found by application_name
+KILL_TRIES = 20  # a sync that finished before the moment came is run again, at most this many times
+KILL_MOMENTS = ("inside", "between")  # the kills take turns: inside a write transaction, between two stages
 HOSTILE = {
     "metadata NaN": {"metadata": {"v": float("nan")}}, "metadata Infinity": {"metadata": {"v": float("inf")}},
     "NUL in a metadata key": {"metadata": {"k\x00": 1}}, "NUL in a metadata value": {"metadata": {"k": "\x00"}},
@@ -157,29 +159,38 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")}
         env.update(DREAMING_DATABASE_URL=url, DREAMING_LLM_PROVIDER="offline")
         kills = []
+        env["PGAPPNAME"] = KILL_APP  # libpq names the sync's connections, so the moment to kill can be seen
         for index in range(args.kills):
-            user, stage = users[index % len(users)], KILL_STAGES[index % len(KILL_STAGES)]
-            stages.clear_user_graph(database, user, "default")
-            process = subprocess.Popen([sys.executable, "-m", "dreaming_dagster.cli", "sync", "--user", user],
-                                       env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline, reached = time.monotonic() + 300, None
-            with database.connect() as conn:
-                while time.monotonic() < deadline and process.poll() is None:
-                    row = conn.execute(load_sql("bench/stage_progress"), {"user_id": user, "stage": stage}).fetchone()
-                    if 0 < row["done"] < row["n"]:
-                        reached = f"{row['done']}/{row['n']} pairs past {stage}"
-                        break
-                    time.sleep(0.02)
-            process.send_signal(signal.SIGKILL)
-            process.wait()
+            user, target = users[index % len(users)], KILL_MOMENTS[index % len(KILL_MOMENTS)]
+            tries, reached = 0, None
+            while not reached and tries < KILL_TRIES:
+                tries += 1
+                stages.clear_user_graph(database, user, "default")
+                process = subprocess.Popen([sys.executable, "-m", "dreaming_dagster.cli", "sync", "--user", user],
+                                           env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                deadline, reached = time.monotonic() + 300, None
+                with database.connect() as conn:
+                    while time.monotonic() < deadline and process.poll() is None:
+                        moment = conn.execute(load_sql("bench/kill_moment"), {
+                            "user_id": user, "application_name": KILL_APP}).fetchone()["moment"]
+                        if moment and moment.startswith(target):
+                            reached = moment
+                            break
+                        time.sleep(0.002)
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+            # The bench's own assumption: every kill lands mid-sync. A sync too fast to catch means the kill
+            # moments above no longer exist; the figures would then say nothing.
+            assert reached, f"no sync of {user} could be killed {target} in {KILL_TRIES} tries"
             dream(database, user)
             health = stages.graph_health(database, user)
-            kills.append({"user": user, "killed_at": reached or "finished before the kill", **health,
+            kills.append({"user": user, "killed_at": reached, "tries": tries, **health,
                           "graph_equals_uninterrupted": stages.graph_signature(database, user) == reference[user]})
             console.print(f"kill {index + 1}: {kills[-1]}")
         results["kill_9_mid_sync"] = {
             "kills": len(kills), "users": len({k["user"] for k in kills}),
-            "killed_mid_stage": sum(1 for k in kills if k["killed_at"] != "finished before the kill"),
+            "killed_inside_a_write_transaction": sum(1 for k in kills if k["killed_at"].startswith("inside")),
+            "killed_between_stages": sum(1 for k in kills if k["killed_at"].startswith("between")),
             "lost_pairs": sum(k["unfinished_pairs"] for k in kills),
             "duplicate_subjects": sum(k["duplicate_subjects"] for k in kills),
             "duplicate_links": sum(k["duplicate_links"] for k in kills),

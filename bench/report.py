@@ -149,7 +149,8 @@ def reliability_rows(r: dict) -> Rows:
     o, b = r["llm_outage"], r["bulk_insert"]
     hang, trickle, stage = o["one_call_hang"], o["one_call_trickle"], o["extraction_stage_hanging_endpoint"]
     return [
-        (f"kill -9 mid-sync ({k['kills']} kills, {k['users']} users)",
+        (f"kill -9 mid-sync ({k['kills']} kills, {k['users']} users; {k['killed_inside_a_write_transaction']} inside a "
+         f"stage's write transaction, {k['killed_between_stages']} between two stages)",
          f"lost {k['lost_pairs']}, duplicate subjects {k['duplicate_subjects']}, duplicate links "
          f"{k['duplicate_links']}, orphans {k['orphan_pairs']}; graph equal to an uninterrupted run "
          f"{k['graphs_equal_to_uninterrupted']}/{k['kills']}"),

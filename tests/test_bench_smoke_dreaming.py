@@ -39,6 +39,8 @@ def test_reliability_bench(tmp_path):
     result = run_bench("reliability", "--kills", "1", "--users", "1", "--questions-per-user", "1", "--recalls", "5",
                        "--bulk-users", "50", "--savers", "3", "--saver-pairs", "60", "--terminations", "1",
                        "--termination-pairs", "300", "--llm-deadline", "0.5", out=tmp_path / "r.json")
+    kill = result["kill_9_mid_sync"]  # the bench asserts the kill landed mid-sync
+    assert kill["kills"] == 1 and kill["graphs_equal_to_uninterrupted"] == 1 and kill["lost_pairs"] == 0
     assert result["cross_tenant_recalls"]["leaks"] == 0
     assert result["concurrent_savers"]["rows"] == result["concurrent_savers"]["distinct"] == 60
 
