@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -21,10 +22,21 @@ def run_bench(name: str, *argv: str, out: Path | None = None) -> dict:
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    saved_argv = sys.argv
+    import torch
+
+    # One core for the bench's model and parser: the other is the other test worker's.
+    saved_argv, saved_threads = sys.argv, torch.get_num_threads()
+    saved_processes = os.environ.get("DREAMING_LLM_OFFLINE_PROCESSES")
     sys.argv = [str(BENCH / f"{name}.py"), *argv, *(["--out", str(out)] if out else [])]
+    os.environ["DREAMING_LLM_OFFLINE_PROCESSES"] = "1"
+    torch.set_num_threads(1)
     try:
         module.main()
     finally:
         sys.argv = saved_argv
+        torch.set_num_threads(saved_threads)
+        if saved_processes is None:
+            os.environ.pop("DREAMING_LLM_OFFLINE_PROCESSES", None)
+        else:
+            os.environ["DREAMING_LLM_OFFLINE_PROCESSES"] = saved_processes
     return json.loads(out.read_text()) if out else {}
