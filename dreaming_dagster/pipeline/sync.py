@@ -142,6 +142,7 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     from dreaming_dagster.llm.factory import extractor_from_settings, refiner_from_settings
 
     user_id = validate_identifier(user_id, "user_id")
+    kg_id = validate_identifier(kg_id, "kg_id") if kg_id else None  # refused before any stage runs
     settings = default_settings()
     database = database or default_database()
     inputs = StageInputs(database=database, user_id=user_id, embedder=embedder or default_embedder(),
@@ -155,7 +156,7 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     for stage in STAGES:
         if not stage.per_graph:
             run_stage(stage, inputs, [], getattr(result, stage.result))
-    kgs = [validate_identifier(kg_id, "kg_id")] if kg_id else stages.user_kgs(database, user_id)
+    kgs = [kg_id] if kg_id else stages.user_kgs(database, user_id)
     for kg in kgs:
         with stages.user_graph_lock(database, user_id, kg):
             for stage in STAGES:
