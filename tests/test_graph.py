@@ -219,3 +219,15 @@ def test_a_refinement_batch_keeps_taken_names_and_fails_only_the_refused_subject
     assert np.allclose(rows[ids["Trip E"]]["embedding"].to_numpy(), embedder16.embed(["Sintra"])[0])
     assert rows[ids["Trip D"]]["description_text"] == "Trip D first | Trip D later"  # untouched, retried later
     assert (stats.refined, stats.renamed, stats.name_kept_on_conflict, stats.failures) == (4, 2, 2, 1)
+
+
+def test_a_bad_kg_id_is_refused_before_any_stage_runs(database, embedder16):
+    from dreaming_dagster.ingest.records import InvalidInputError
+
+    save_pairs("mel", chat_log(3), database=database, embedder=embedder16, embed=False)
+    with pytest.raises(InvalidInputError) as refused:
+        sync_user("mel", database=database, embedder=embedder16, kg_id="not a graph!")
+    assert refused.value.field == "kg_id"
+    with database.connect() as conn:  # nothing was embedded or extracted on the way to the refusal
+        assert conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE user_id = 'mel' "
+                            "AND embedding IS NULL AND extracted_at IS NULL").fetchone()["n"] == 3
