@@ -46,7 +46,9 @@ def test_reliability_bench(tmp_path):
 
 
 def test_compact_pass_bench(tmp_path):
-    assert run_bench("compact_pass", "--questions", "2", out=tmp_path / "r.json")
+    result = run_bench("compact_pass", "--questions", "2", out=tmp_path / "r.json")
+    assert result["pass_status"] == "applied" and result["pairs"] > 0
+    assert result["after"]["subjects"] <= result["before"]["subjects"]  # a pass archives and merges, never adds
 
 
 def test_llm_cost_bench_reads_the_committed_results(tmp_path):

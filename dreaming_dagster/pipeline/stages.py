@@ -155,37 +155,46 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
     return stats
 
 
-def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]], user_id: str,
-                        stats: ExtractionStats) -> list[tuple[dict, Exception]]:
-    """Write a batch's extraction results in one statement; if the database refuses any value, write them
-    one by one, each in its own savepoint, so only the refused pairs fail. Returns the refused pairs."""
-    refused: list[tuple[dict, Exception]] = []
+def write_each_if_refused(conn: psycopg.Connection, items: list, write) -> list[tuple[object, Exception]]:
+    """``write(items)`` in one savepoint; if the database refuses a value, ``write([item])`` for each item in
+    its own savepoint, so only the refused ones fail. Returns the refused items with their errors."""
     try:
         with conn.transaction():
-            conn.execute(load_sql("pipeline/record_extractions"), {
-                "user_id": user_id, "ids": [row["id"] for row, _ in done],
-                "summaries": [result.summary for _, result in done],
-                "extracted_subjects": [Jsonb(result.as_json()) for _, result in done]})
+            write(items)
+        return []
     except ROW_DATA_ERRORS:
-        written = []
-        for row, result in done:
+        refused = []
+        for item in items:
             try:
                 with conn.transaction():
-                    conn.execute(load_sql("pipeline/record_extraction"), {
-                        "id": row["id"], "user_id": user_id, "summary": result.summary,
-                        "extracted_subjects": Jsonb(result.as_json())})
-                written.append((row, result))
+                    write([item])
             except ROW_DATA_ERRORS as exc:
-                refused.append((row, exc))
-        done = written
-    for _, result in done:
+                refused.append((item, exc))
+        return refused
+
+
+def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]], user_id: str,
+                        stats: ExtractionStats) -> list[tuple[dict, Exception]]:
+    """Write a batch's extraction results in one statement (pair by pair if the database refuses a value);
+    returns the refused pairs."""
+    def write(items: list[tuple[dict, object]]) -> None:
+        conn.execute(load_sql("pipeline/record_extractions"), {
+            "user_id": user_id, "ids": [row["id"] for row, _ in items],
+            "summaries": [result.summary for _, result in items],
+            "extracted_subjects": [Jsonb(result.as_json()) for _, result in items]})
+
+    refused = write_each_if_refused(conn, done, write) if done else []
+    refused_ids = {row["id"] for (row, _), _ in refused}
+    for row, result in done:
+        if row["id"] in refused_ids:
+            continue
         stats.pairs += 1
         stats.subjects += len(result.subjects)
         if result.subjects:
             stats.with_subjects += 1
         else:
             stats.empty += 1
-    return refused
+    return [(row, error) for (row, _), error in refused]
 
 
 # ------------------------------------------------------------------------------------------------ merge
@@ -394,30 +403,19 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
 
 def _apply_refinements(conn: psycopg.Connection, done: list[tuple], user_id: str, kg_id: str,
                        stats: RefineStats) -> list[tuple[dict, Exception]]:
-    """Write a batch of (row, name, narrative, vector) in one statement; if the database refuses a value,
-    one by one in savepoints, so only the refused subjects fail. Returns the refused ones."""
-    def write(items: list[tuple]) -> dict[str, str]:
+    """Write a batch of (row, name, narrative, vector) in one statement (subject by subject if the database
+    refuses a value); returns the refused subjects."""
+    names_now: dict[str, str] = {}
+
+    def write(items: list[tuple]) -> None:
         rows = conn.execute(load_sql("pipeline/apply_refinements"), {
             "user_id": user_id, "kg_id": kg_id, "ids": [row["id"] for row, *_ in items],
             "subject_texts": [name for _, name, _, _ in items],
             "description_texts": [narrative for _, _, narrative, _ in items],
             "embeddings": [vector for *_, vector in items]}).fetchall()
-        return {str(r["id"]): r["subject_text"] for r in rows}
+        names_now.update({str(r["id"]): r["subject_text"] for r in rows})
 
-    refused: list[tuple[dict, Exception]] = []
-    if not done:
-        return refused
-    try:
-        with conn.transaction():
-            names_now = write(done)
-    except ROW_DATA_ERRORS:
-        names_now = {}
-        for item in done:
-            try:
-                with conn.transaction():
-                    names_now |= write([item])
-            except ROW_DATA_ERRORS as exc:
-                refused.append((item[0], exc))
+    refused = write_each_if_refused(conn, done, write) if done else []  # a refused write returned no names
     for row, name, _, _ in done:
         now = names_now.get(str(row["id"]))
         if now is None:
@@ -425,7 +423,7 @@ def _apply_refinements(conn: psycopg.Connection, done: list[tuple], user_id: str
         stats.refined += 1
         stats.renamed += int(now != row["subject_text"])
         stats.name_kept_on_conflict += int(now != name)
-    return refused
+    return [(item[0], error) for item, error in refused]
 
 
 # ------------------------------------------------------------------------------------------------ rebuild
