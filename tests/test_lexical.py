@@ -5,6 +5,7 @@ draws candidates through it that cosine misses."""
 from __future__ import annotations
 
 import math
+import random
 import threading
 from collections import Counter
 from datetime import timedelta
@@ -18,9 +19,11 @@ from dreaming_dagster.retrieval.recaller import (
     EXHAUSTIVE_LEXICAL_PRUNING,
     LexicalPruning,
     Recaller,
+    composite_parameters,
     composite_rows,
 )
 from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES, bm25
+from dreaming_dagster.sql import load_sql
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_lexemes, text_vector
 
 
@@ -41,14 +44,32 @@ def expected_index(database, user_id: str) -> tuple[dict, Counter, tuple[int, in
 
 
 def stored_index(database, user_id: str) -> tuple[dict, Counter, tuple[int, int]]:
+    """The index as stored (migration 0017): postings read from the forward rows, after checking that the
+    word blocks hold exactly the same postings and that every block's bounds hold."""
     with database.connect() as conn:
-        postings = {(str(r["pair_id"]), r["lexeme"]): (r["term_frequency"], r["pair_length"]) for r in conn.execute(
-            "SELECT pl.*, u.lexeme FROM pair_lexemes pl JOIN user_lexemes u ON u.id = pl.lexeme_id "
-            "WHERE u.user_id = %s", (user_id,))}
+        forward = conn.execute(
+            "SELECT w.pair_no, w.pair_id::text AS pair_id, u.lexeme, u.id AS lexeme_id, f.term_frequency, "
+            "w.pair_length FROM pair_words w "
+            "CROSS JOIN LATERAL unnest(w.lexeme_ids, w.term_frequencies) AS f (lexeme_id, term_frequency) "
+            "JOIN user_lexemes u ON u.id = f.lexeme_id WHERE u.user_id = %s", (user_id,)).fetchall()
+        blocks = conn.execute(
+            "SELECT b.* FROM word_blocks b JOIN user_lexemes u ON u.id = b.lexeme_id WHERE u.user_id = %s",
+            (user_id,)).fetchall()
         frequency = Counter({r["lexeme"]: r["pair_count"] for r in conn.execute(
             "SELECT lexeme, pair_count FROM user_lexemes WHERE user_id = %s AND pair_count > 0", (user_id,))})
         corpus = conn.execute("SELECT pair_count, lexeme_count FROM lexical_corpora WHERE user_id = %s",
                               (user_id,)).fetchone()
+    in_blocks = Counter()
+    for block in blocks:
+        assert block["posting_count"] == len(block["pair_nos"]) == len(block["term_frequencies"]) > 0
+        for pair_no, tf, length in zip(block["pair_nos"], block["term_frequencies"], block["pair_lengths"],
+                                       strict=True):
+            assert tf <= block["max_term_frequency"] and length >= block["min_pair_length"]
+            weight = tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / block["weight_length"]))
+            assert weight <= block["max_weight"] * (1 + 1e-12)
+            in_blocks[(pair_no, block["lexeme_id"], tf, length)] += 1
+    assert in_blocks == Counter((r["pair_no"], r["lexeme_id"], r["term_frequency"], r["pair_length"]) for r in forward)
+    postings = {(r["pair_id"], r["lexeme"]): (r["term_frequency"], r["pair_length"]) for r in forward}
     return postings, frequency, (corpus["pair_count"], corpus["lexeme_count"]) if corpus else (0, 0)
 
 
@@ -86,7 +107,7 @@ def test_a_rebuild_from_memory_pairs_equals_the_incremental_index(database):
     build_user(database, "cy", pairs=25, subjects=4, seed=9)
     incremental = stored_index(database, "cy")
     with database.connect() as conn:
-        conn.execute("TRUNCATE pair_lexemes, user_lexemes, lexical_corpora")
+        conn.execute("TRUNCATE pair_words, word_blocks, user_lexemes, lexical_corpora")
         conn.execute("SELECT lexical_index_apply(ARRAY(SELECT id FROM memory_pairs), 1)")
     assert stored_index(database, "cy") == incremental == expected_index(database, "cy")
 
@@ -194,44 +215,105 @@ def test_queries_without_words_fall_back_to_the_vector_pool(database, query):
         assert len(recaller.recall("fay", query, k=5)) == 5
 
 
-def test_the_lexical_pool_reads_each_words_best_postings(database):
-    """With one posting per word and no shared budget, the lexical pool is each query word's highest-impact
-    pair; with a budget, the rarest word is read whole first and the commoner one gets what is left (at
-    least its floor); with enough, it is every pair holding a word (the exact BM25 top: the reference
-    comparison in test_retrieval)."""
-    build_user(database, "gil", pairs=40, subjects=3, seed=8)
-    query = "garden piano tomatoes"
-    lexemes = list(text_lexemes(database, query))
+WORDS = ["garden", "piano", "river", "bread", "violin", "mountain", "kitten", "rocket", "lemon", "pepper",
+         "castle", "bridge", "forest", "marble", "candle", "harbor", "meadow", "saddle", "anchor", "glacier"]
+
+
+def zipf_pairs(count: int, seed: int) -> list[MemoryPair]:
+    """Pairs over a small vocabulary with skewed word frequencies, repeated words and varied lengths: long
+    posting lists (sorted blocks, tails) and many BM25 ties and near-ties."""
+    rng = random.Random(seed)
+    weights = [1 / (rank + 1) ** 1.1 for rank in range(len(WORDS))]
+    return [pair(i, " ".join(rng.choices(WORDS, weights, k=rng.randint(3, 40))), user=rng.choice(WORDS))
+            for i in range(count)]
+
+
+def exact_top(database, user_id: str, query: str, k: int, before=None) -> list[float]:
+    """The exact BM25 top-k scores, every pair scored in Python from the stored (and checked) index."""
+    postings, frequency, (pair_count, lexeme_count) = stored_index(database, user_id)
+    pairs: dict[str, dict[str, int]] = {}
+    for (pair_id, lexeme), (tf, _length) in postings.items():
+        pairs.setdefault(pair_id, {})[lexeme] = tf
+    if before is not None:
+        with database.connect() as conn:
+            kept = {str(r["id"]) for r in conn.execute(
+                "SELECT id FROM memory_pairs WHERE user_id = %s AND occurred_at < %s", (user_id, before))}
+        pairs = {pair_id: words for pair_id, words in pairs.items() if pair_id in kept}
+    terms = list(text_lexemes(database, query))
+    scores = [bm25(terms, words, document_frequency=frequency, pair_count=pair_count,
+                   average_length=lexeme_count / pair_count) for words in pairs.values()]
+    return sorted((score for score in scores if score > 0), reverse=True)[:k]
+
+
+def served_top(database, user_id: str, query: str, k: int, pruning: LexicalPruning, as_of=None) -> list[float]:
     with database.connect() as conn:
-        postings = conn.execute(
-            "SELECT u.lexeme, u.id AS lexeme_id, pl.pair_id::text AS pair_id FROM user_lexemes u "
-            "JOIN pair_lexemes pl ON pl.lexeme_id = u.id WHERE u.user_id = 'gil' AND u.lexeme = ANY (%s) "
-            "ORDER BY u.lexeme, pl.impact DESC, pl.pair_id", (lexemes,)).fetchall()
+        rows = composite_rows(conn, user_id=user_id, kg_id="default", query_embedding=text_vector(query),
+                              query_text=query, weights=COSINE_ONLY, pool_size=1, lexical_pool_size=k,
+                              lexical_pruning=pruning, as_of=as_of)
+    return sorted((r["bm25"] for r in rows if r["in_lexical_pool"]), reverse=True)
 
-        def lexical(pruning: LexicalPruning) -> set[str]:
-            rows = composite_rows(conn, user_id="gil", kg_id="default", query_embedding=text_vector(query),
-                                  query_text=query, weights=COSINE_ONLY, pool_size=1, lexical_pool_size=40,
-                                  lexical_pruning=pruning)
-            return {str(r["id"]) for r in rows if r["in_lexical_pool"]}
 
-        by_word: dict[str, list[str]] = {}
-        for row in postings:
-            by_word.setdefault(row["lexeme"], []).append(row["pair_id"])
-        assert len(by_word) == 3
-        best = {pairs[0] for pairs in by_word.values()}
-        holders = {pair for pairs in by_word.values() for pair in pairs}
-        assert lexical(LexicalPruning(budget=0, per_word=1, rescore=1)) == best
-        assert lexical(LexicalPruning(budget=0, per_word=1000, rescore=1)) == holders and len(holders) > 3
-        assert lexical(EXHAUSTIVE_LEXICAL_PRUNING) == holders
-        # Rarest first (fewest holders, then lexeme id): a budget of the rarest word's list plus one posting
-        # reads that list whole and leaves the other two words their floor of one, their best posting.
-        lexeme_ids = {row["lexeme"]: row["lexeme_id"] for row in postings}
-        rarest, second, third = sorted(by_word, key=lambda word: (len(by_word[word]), lexeme_ids[word]))
-        expected = set(by_word[rarest]) | {by_word[second][0], by_word[third][0]}
-        assert len(by_word[rarest]) > 1 and expected != holders
-        assert lexical(LexicalPruning(budget=len(by_word[rarest]) + 1, per_word=1, rescore=1)) == expected
-        # A larger floor reads the commoner words further.
-        assert lexical(LexicalPruning(budget=len(by_word[rarest]) + 1, per_word=1000, rescore=1)) == holders
+QUERIES = ["garden piano", "glacier anchor garden", "the river bread violin kitten rocket", "meadow", "saddle garden"]
+
+
+def test_the_lexical_pool_is_the_exact_bm25_top_whatever_the_first_round_reads(database):
+    """Migration 0017's blocks and the MaxScore-style pool: for any first round (none, one posting, the
+    default, everything), the served pool's scores are the exact BM25 top-k computed in Python over every
+    pair (ties included), also with as_of, also after deletes inside sorted blocks."""
+    for chunk in range(7):  # saves of 100 pairs: tails filled across statements, words re-sorted on the way
+        save_validated_pairs(database, HashEmbedder(), "gil", "default", zipf_pairs(700, seed=11)[chunk * 100:][:100],
+                             embed=False, index_words=True)
+    with database.connect() as conn:
+        blocks = conn.execute("SELECT count(*) FILTER (WHERE block_no > 0) AS sorted, count(*) AS every "
+                              "FROM word_blocks b JOIN user_lexemes u ON u.id = b.lexeme_id "
+                              "WHERE u.user_id = 'gil'").fetchone()
+    assert blocks["sorted"] > 10 and blocks["every"] > blocks["sorted"]
+    rules = [EXHAUSTIVE_LEXICAL_PRUNING, LexicalPruning(seed_postings=1), LexicalPruning(seed_postings=200),
+             LexicalPruning()]
+    for query in QUERIES:
+        for k in (1, 10, 40):
+            expected = exact_top(database, "gil", query, k)
+            assert len(expected) == k
+            for rule in rules:
+                assert served_top(database, "gil", query, k, rule) == pytest.approx(expected, rel=1e-9), (query, k, rule)
+    before = EPOCH + timedelta(hours=300)
+    for query in QUERIES[:3]:
+        assert served_top(database, "gil", query, 20, LexicalPruning(), as_of=before) == pytest.approx(
+            exact_top(database, "gil", query, 20, before=before), rel=1e-9)
+    # Deletes reach into sorted blocks; the index and the pool stay exact.
+    with database.connect() as conn:
+        conn.execute("DELETE FROM memory_pairs WHERE user_id = 'gil' AND turn_index % 7 = 3")
+    assert stored_index(database, "gil") == expected_index(database, "gil")
+    for query in QUERIES:
+        assert served_top(database, "gil", query, 25, LexicalPruning()) == pytest.approx(
+            exact_top(database, "gil", query, 25), rel=1e-9)
+
+
+def test_the_pool_reads_a_fraction_of_a_common_words_postings(database):
+    """The point of the bounds: a query with a rare word and a common one skips some of their blocks and
+    scores exactly far fewer pairs than hold the common word, and still gives the exact top."""
+    save_validated_pairs(database, HashEmbedder(), "hal", "default", zipf_pairs(900, seed=5), embed=False,
+                         index_words=True)
+    query = "glacier garden"
+    params = composite_parameters(user_id="hal", kg_id="default", query_embedding=text_vector(query),
+                                  query_text=query, weights=COSINE_ONLY, pool_size=1, lexical_pool_size=10,
+                                  lexical_pruning=LexicalPruning(seed_postings=128))
+    with database.connect() as conn:
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + load_sql("retrieval/composite_ranking"),
+                            params).fetchone()["QUERY PLAN"][0]["Plan"]
+        holders = conn.execute(
+            "SELECT count(*) AS n FROM pair_words w JOIN user_lexemes u ON u.id = ANY (w.lexeme_ids) "
+            "WHERE u.user_id = 'hal' AND u.lexeme = 'garden'").fetchone()["n"]
+
+    def rows(node, name):
+        if node.get("Subplan Name") == f"CTE {name}":
+            return node["Actual Rows"]
+        return next((found for child in node.get("Plans", []) if (found := rows(child, name)) is not None), None)
+
+    assert holders > 500
+    assert rows(plan, "read_blocks") < rows(plan, "word_bounds") and rows(plan, "lexical_candidates") < holders / 4
+    assert served_top(database, "hal", query, 10, LexicalPruning(seed_postings=128)) == pytest.approx(
+        exact_top(database, "hal", query, 10), rel=1e-9)
 
 
 def test_the_sql_term_weight_is_the_python_one_and_is_inlined(database):
@@ -253,7 +335,36 @@ def test_the_sql_term_weight_is_the_python_one_and_is_inlined(database):
     assert "bm25_term_weight" not in plan and "generate_series" in plan
 
 
-@pytest.mark.parametrize(("field", "value"), [("budget", -1), ("per_word", 0), ("rescore", 0), ("per_word", 2.5)])
-def test_lexical_pruning_refuses_bad_settings_by_name(field, value):
-    with pytest.raises(ValueError, match=f"lexical pruning: {field} must be an integer"):
-        LexicalPruning(**{field: value})
+@pytest.mark.parametrize("value", [-1, 2.5, True, "10"])
+def test_lexical_pruning_refuses_bad_settings_by_name(value):
+    with pytest.raises(ValueError, match="lexical pruning: seed_postings must be an integer"):
+        LexicalPruning(seed_postings=value)
+
+
+def test_migration_0017_moves_an_existing_index_over(database_url, monkeypatch):
+    """A database indexed by 0008's postings table: migration 0017 builds the forward rows, the sorted blocks
+    and their bounds from it (no re-tokenising), drops the old table, and the pool is then exact."""
+    import psycopg
+
+    from dreaming_dagster.storage import database as database_module
+    from dreaming_dagster.storage.database import Database, apply_migrations, load_migrations
+
+    every = load_migrations()
+    monkeypatch.setattr(database_module, "load_migrations", lambda: [m for m in every if m.version < "0017"])
+    with psycopg.connect(database_url) as conn:
+        apply_migrations(conn, HashEmbedder.spec)
+        for i, item in enumerate(zipf_pairs(400, seed=21)):
+            conn.execute("INSERT INTO memory_pairs (user_id, session_id, turn_index, user_message, assistant_message,"
+                         " occurred_at, token_count, content_hash) VALUES ('ivy', 's', %s, %s, %s, %s, 5, md5(%s))",
+                         (i, item.user_message, item.assistant_message, item.occurred_at, str(i)))
+        assert conn.execute("SELECT count(DISTINCT pair_id) FROM pair_lexemes").fetchone()[0] == 400
+    monkeypatch.setattr(database_module, "load_migrations", lambda: every)
+    database = Database(database_url)
+    database.ensure_schema(HashEmbedder.spec)
+    with database.connect() as conn:
+        assert conn.execute("SELECT to_regclass('pair_lexemes') AS old").fetchone()["old"] is None
+        assert conn.execute("SELECT count(*) AS n FROM word_blocks WHERE block_no > 0").fetchone()["n"] > 0
+    assert stored_index(database, "ivy") == expected_index(database, "ivy")
+    for query in QUERIES[:3]:
+        assert served_top(database, "ivy", query, 20, LexicalPruning()) == pytest.approx(
+            exact_top(database, "ivy", query, 20), rel=1e-9)

@@ -2,15 +2,15 @@
 -- statement. Serving (recall) and training read these same rows, so they can never disagree.
 --
 -- Parameters: user_id, kg_id, query (vector), query_text, pool_size (vector candidates), lexical_pool_size
--- (BM25 candidates; 0 for a vector-only pool), lexical_postings_budget, lexical_postings_per_word,
--- lexical_rescore, bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
+-- (BM25 candidates; 0 for a vector-only pool), lexical_seed_postings (how many postings the lexical
+-- pool's first round reads: speed only, the pool is exact), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
 -- that happened before it), reference_time (the "now" of rec_exp: as_of or the wall clock), session_id
 -- (the caller's session or NULL), weights (float8[8], in signal order), scale, row_limit, remember_query,
 -- hub_share and hub_min_pairs (pipeline/hubs.HubRule), graph_pool_size (graph candidates; 0: none) and
 -- graph_subjects (the subjects nearest the query the graph side starts from).
 --
 -- Pool: the union of the top pool_size pairs by cosine, the top lexical_pool_size pairs by BM25 over the
--- user's lexical index (migration 0008) and up to graph_pool_size pairs reached through the subjects
+-- user's lexical index (migrations 0008, 0017) and up to graph_pool_size pairs reached through the subjects
 -- nearest the query, each candidate with every signal.
 -- Vector side: a pair has two vectors (migration 0009: its user turn and its assistant turn) and its
 -- similarity is the better of the two. The top pool_size by that similarity is always inside the union of
@@ -77,41 +77,124 @@ vector_pool AS (
      ORDER BY distance, id
      LIMIT %(pool_size)s)
 ),
--- The lexical pool. Each query word reads its best postings (by impact, its tf weight), rarest word first
--- out of a shared budget: a word reads what the rarer words left of lexical_postings_budget, and at least
--- lexical_postings_per_word. Rare words carry BM25 (high idf) and have short lists, so they are read whole;
--- common words, long lists of low weight, get the floor. The top lexical_rescore × lexical_pool_size pairs
--- by those partial sums are then scored exactly (a primary-key lookup per pair and word) and the best
--- lexical_pool_size kept. Exact whenever every word's list fits; bench/recall.py measures, at 100,000
--- pairs, how much of the exact top 50 it finds against plain per-word caps at the same cost. A pair
--- missing from every word's best postings is not drawn; its lex signal, below, is still exact if cosine
--- draws it.
-word_budgets AS MATERIALIZED (
+-- The lexical pool: the exact BM25 top lexical_pool_size (ties at the cut broken by id), reading only the
+-- postings that can matter (migration 0017's word blocks; a threshold algorithm over block bounds). A
+-- block's bound is the largest BM25 weight any of its postings can have under the current statistics
+-- (from its largest weight when written, and from its largest term frequency and shortest pair), so it
+-- holds however the statistics move.
+-- 1. The query words' blocks in one order, highest bound first. Reading a prefix of that order leaves each
+--    word a residual, the highest bound among its blocks not read; a pair seen in no block read scores at
+--    most the sum of the residuals.
+-- 2. Theta: the best 4 × pool-size pairs by their sums over the first lexical_seed_postings postings,
+--    scored exactly (pair_words); their pool-size-th best score is a real pair's real score, so at most
+--    the true pool-size-th best (as_of: counted over pairs before it only).
+-- 3. Read the shortest prefix whose residuals add up to less than half theta: every pair scoring theta or
+--    more is then seen, and few pairs seen can still reach it (half: reading a posting costs far less
+--    than scoring a pair). A pair seen stays a candidate if its sum read plus the residuals of the words
+--    it was not seen under reaches theta; candidates are scored exactly from their pair_words rows.
+-- lexical_seed_postings 0 gives theta 0: every block is read (tests/test_lexical.py compares settings with
+-- BM25 over every pair). The 1e-9 slacks keep floating-point rounding from dropping a tie.
+word_bounds AS MATERIALIZED (
+    SELECT bounded.*,
+           row_number() OVER (ORDER BY bound DESC, lexeme_id, block_no) AS position,
+           sum(posting_count) OVER (ORDER BY bound DESC, lexeme_id, block_no ROWS UNBOUNDED PRECEDING)
+               - posting_count AS postings_before,
+           -- Reading this block lowers its word's residual to the bound of the word's next block.
+           coalesce(lead(bound) OVER (PARTITION BY lexeme_id ORDER BY bound DESC, lexeme_id, block_no), 0)
+               - bound AS residual_change,
+           row_number() OVER (PARTITION BY lexeme_id ORDER BY bound DESC, lexeme_id, block_no) = 1 AS word_best
+    FROM (SELECT tw.lexeme_id, b.block_no, b.posting_count,
+                 -- The closer of the block's two bounds; max_weight is in k1 1.2, b 0.75 (migration 0017).
+                 least(bm25_term_weight(tw.idf, b.max_term_frequency, b.min_pair_length, tw.average_length,
+                                        %(bm25_k1)s::float8, %(bm25_b)s::float8),
+                       CASE WHEN %(bm25_k1)s::float8 = 1.2 AND %(bm25_b)s::float8 = 0.75
+                            THEN tw.idf * b.max_weight * greatest(1, tw.average_length / b.weight_length) END)
+                     * (1 + 1e-9) AS bound
+          FROM term_weights tw
+          JOIN word_blocks b ON b.lexeme_id = tw.lexeme_id
+          WHERE %(lexical_pool_size)s > 0) bounded
+),
+seed_sums AS MATERIALIZED (
+    SELECT p.pair_no,
+           sum(bm25_term_weight(tw.idf, p.term_frequency, p.pair_length, tw.average_length,
+                                %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS partial
+    FROM word_bounds wb
+    JOIN word_blocks b USING (lexeme_id, block_no)
+    JOIN term_weights tw USING (lexeme_id)
+    CROSS JOIN LATERAL unnest(b.pair_nos, b.term_frequencies, b.pair_lengths) AS p (pair_no, term_frequency, pair_length)
+    WHERE wb.postings_before < %(lexical_seed_postings)s
+    GROUP BY p.pair_no
+    ORDER BY partial DESC
+    LIMIT 4 * %(lexical_pool_size)s
+),
+-- The seed's best sums scored exactly (their pair_words rows): real scores of real pairs, so their
+-- pool-size-th best is also at most the true one, and much closer than a sum over the first blocks only.
+seed_scores AS MATERIALIZED (
+    SELECT s.pair_no, scored.bm25
+    FROM seed_sums s
+    JOIN pair_words w ON w.pair_no = s.pair_no
+    CROSS JOIN LATERAL (
+        SELECT sum(bm25_term_weight(tw.idf, w.term_frequencies[found.position], w.pair_length, tw.average_length,
+                                    %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS bm25
+        FROM term_weights tw
+        CROSS JOIN LATERAL (SELECT array_position(w.lexeme_ids, tw.lexeme_id) AS position) found
+        WHERE found.position IS NOT NULL
+    ) scored
+    WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
+),
+threshold AS MATERIALIZED (
+    SELECT coalesce((SELECT bm25 FROM seed_scores ORDER BY bm25 DESC
+                     OFFSET greatest(%(lexical_pool_size)s - 1, 0) LIMIT 1), 0) * (1 - 1e-9) AS theta
+),
+cutoff AS MATERIALIZED (
+    SELECT coalesce(min(r.position) FILTER (WHERE r.residual < t.theta / 2), max(r.position)) AS position
+    FROM (SELECT wb.position,
+                 (SELECT sum(bound) FROM word_bounds WHERE word_best)
+                 + sum(wb.residual_change) OVER (ORDER BY wb.position) AS residual
+          FROM word_bounds wb) r
+    CROSS JOIN threshold t
+    GROUP BY t.theta
+),
+word_residuals AS MATERIALIZED (
     SELECT tw.lexeme_id, tw.idf, tw.average_length,
-           greatest(%(lexical_postings_per_word)s::bigint,
-                    %(lexical_postings_budget)s::bigint
-                    - coalesce(sum(least(tw.document_frequency, %(lexical_postings_budget)s::bigint)) OVER (
-                          ORDER BY tw.idf DESC, tw.lexeme_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))
-               AS postings
+           coalesce((SELECT max(wb.bound) FROM word_bounds wb
+                     WHERE wb.lexeme_id = tw.lexeme_id AND wb.position > (SELECT position FROM cutoff)), 0) AS residual
     FROM term_weights tw
 ),
-lexical_partial AS MATERIALIZED (
-    SELECT best.pair_id AS id
-    FROM word_budgets wb
+-- The blocks to read, each with its word's idf and residual, so nothing is joined per posting below.
+read_blocks AS MATERIALIZED (
+    SELECT wb.lexeme_id, wb.block_no, wr.idf, wr.average_length, wr.residual
+    FROM word_bounds wb
+    JOIN word_residuals wr USING (lexeme_id)
+    WHERE wb.position <= (SELECT position FROM cutoff)
+),
+lexical_candidates AS MATERIALIZED (
+    SELECT seen.pair_no
+    FROM (SELECT p.pair_no,
+                 sum(bm25_term_weight(rb.idf, p.term_frequency, p.pair_length, rb.average_length,
+                                      %(bm25_k1)s::float8, %(bm25_b)s::float8) - rb.residual) AS gain
+          FROM read_blocks rb
+          JOIN word_blocks b USING (lexeme_id, block_no)
+          CROSS JOIN LATERAL unnest(b.pair_nos, b.term_frequencies, b.pair_lengths) AS p (pair_no, term_frequency, pair_length)
+          GROUP BY p.pair_no) seen
+    -- At most: the sum read plus the residuals of the words the pair was not seen under, that is every
+    -- word's residual plus what each word seen added beyond its own.
+    WHERE seen.gain + (SELECT sum(residual) FROM word_residuals) >= (SELECT theta FROM threshold)
+),
+lexical_pool AS MATERIALIZED (
+    SELECT w.pair_id AS id, scored.bm25
+    FROM lexical_candidates lc
+    JOIN pair_words w ON w.pair_no = lc.pair_no
     CROSS JOIN LATERAL (
-        SELECT pl.pair_id,
-               bm25_term_weight(wb.idf, pl.term_frequency, pl.pair_length, wb.average_length,
-                                %(bm25_k1)s::float8, %(bm25_b)s::float8) AS weight
-        FROM pair_lexemes pl
-        WHERE pl.lexeme_id = wb.lexeme_id
-          AND (%(as_of)s::timestamptz IS NULL OR pl.occurred_at < %(as_of)s::timestamptz)
-        ORDER BY pl.impact DESC, pl.pair_id
-        LIMIT wb.postings
-    ) best
-    WHERE %(lexical_pool_size)s > 0
-    GROUP BY best.pair_id
-    ORDER BY sum(best.weight) DESC, best.pair_id
-    LIMIT %(lexical_rescore)s::int * %(lexical_pool_size)s
+        SELECT sum(bm25_term_weight(tw.idf, w.term_frequencies[found.position], w.pair_length, tw.average_length,
+                                    %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS bm25
+        FROM term_weights tw
+        CROSS JOIN LATERAL (SELECT array_position(w.lexeme_ids, tw.lexeme_id) AS position) found
+        WHERE found.position IS NOT NULL
+    ) scored
+    WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
+    ORDER BY scored.bm25 DESC, w.pair_id
+    LIMIT %(lexical_pool_size)s
 ),
 -- The graph side of the pool: pairs the vectors and the words both missed, reached through the user's
 -- subjects nearest the query — by subject embedding (the graph_subjects nearest) and by subject-name words
@@ -154,33 +237,24 @@ graph_pool AS MATERIALIZED (
     JOIN memory_pairs p ON p.id = g.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
     WHERE (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
       AND NOT EXISTS (SELECT 1 FROM vector_pool v WHERE v.id = g.pair_id)
-      AND NOT EXISTS (SELECT 1 FROM lexical_partial lp WHERE lp.id = g.pair_id)
+      AND NOT EXISTS (SELECT 1 FROM lexical_pool lp WHERE lp.id = g.pair_id)
     ORDER BY g.weight DESC, g.pair_id
     LIMIT %(graph_pool_size)s
 ),
--- Exact BM25 (the lex signal) of every pair either side drew: the lexical side's partial-sum leaders (to
--- re-rank them) and the vector pool (for their lex). One primary-key lookup per (pair, query word); the
--- LIMIT keeps the lookup a lookup: as a plain join the planner reads every posting of each query word
--- (measured: 121,000 rows and 30 ms for a 100,000-pair user, against well under a millisecond of lookups).
+-- Exact BM25 (the lex signal) of every pair the vector and graph sides drew, read from its pair_words row
+-- (one primary-key fetch a pair); the lexical pool's pairs carry theirs.
 exact_bm25 AS MATERIALIZED (
-    SELECT drawn.id,
-           sum(bm25_term_weight(tw.idf, pl.term_frequency, pl.pair_length, tw.average_length,
-                                %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS bm25
-    FROM (SELECT id FROM lexical_partial UNION SELECT id FROM vector_pool UNION SELECT id FROM graph_pool) AS drawn
+    SELECT lp.id, lp.bm25 FROM lexical_pool lp
+    UNION ALL
+    SELECT w.pair_id,
+           sum(bm25_term_weight(tw.idf, w.term_frequencies[found.position], w.pair_length, tw.average_length,
+                                %(bm25_k1)s::float8, %(bm25_b)s::float8))
+    FROM (SELECT id FROM vector_pool UNION SELECT id FROM graph_pool EXCEPT SELECT id FROM lexical_pool) AS drawn
+    JOIN pair_words w ON w.pair_id = drawn.id
     CROSS JOIN term_weights tw
-    CROSS JOIN LATERAL (
-        SELECT p.term_frequency, p.pair_length FROM pair_lexemes p
-        WHERE p.lexeme_id = tw.lexeme_id AND p.pair_id = drawn.id
-        LIMIT 1
-    ) pl
-    GROUP BY drawn.id
-),
-lexical_pool AS MATERIALIZED (
-    SELECT lp.id
-    FROM lexical_partial lp
-    JOIN exact_bm25 e USING (id)
-    ORDER BY e.bm25 DESC, lp.id
-    LIMIT %(lexical_pool_size)s
+    CROSS JOIN LATERAL (SELECT array_position(w.lexeme_ids, tw.lexeme_id) AS position) found
+    WHERE found.position IS NOT NULL
+    GROUP BY w.pair_id
 ),
 pool AS (
     SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool,

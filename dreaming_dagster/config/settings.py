@@ -98,11 +98,9 @@ class DreamingSettings(BaseSettings):
     """candidates drawn by cosine before the eight-signal ranking"""
     recall_lexical_pool_size: int = Field(default=50, ge=0, le=1000)
     """candidates drawn by BM25 and added to the cosine ones (0: a cosine-only pool)"""
-    recall_lexical_postings_budget: int = Field(default=3000, ge=0, le=100_000_000)
-    """postings one query's lexical pool reads, spent on the query's rarest words first (each word's best postings;
-    exact BM25 while every word fits; higher is slower on large memories)"""
-    recall_lexical_postings_per_word: int = Field(default=300, ge=1, le=100_000_000)
-    """postings every query word reads at least, whatever is left of the budget"""
+    recall_lexical_seed_postings: int = Field(default=512, ge=0, le=100_000_000)
+    """postings the lexical pool's first round reads (the best-bounded blocks of the query's words) to set the bar
+    the rest must reach; speed only: the pool is the exact BM25 top whatever the value (0 reads every posting)"""
     recall_graph_pool_size: int = Field(default=20, ge=0, le=1000)
     """recall candidates reached through the subjects nearest the query (pairs the vector and BM25 sides missed); 0
     turns the graph side off"""

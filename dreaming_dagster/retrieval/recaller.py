@@ -63,24 +63,20 @@ DEFAULT_LEXICAL_POOL_SIZE: int = DECLARED_DEFAULTS.recall_lexical_pool_size
 
 @dataclass(frozen=True)
 class LexicalPruning:
-    """How much of the lexical index one query reads (retrieval/composite_ranking.sql, lexical pool): query
-    words read their best postings rarest word first out of ``budget`` postings, each at least
-    ``per_word``; the top ``rescore`` × pool-size pairs by those partial sums are scored exactly before the
-    cut. bench/recall.py measures rules against the exact BM25 top 50 at 100,000 pairs."""
+    """How the lexical pool (retrieval/composite_ranking.sql) reads the word index: a first round reads the
+    ``seed_postings`` best-bounded postings of the query's words to set the bar (the pool-size-th best sum
+    read); the rest of the index is read only where a pair could still reach it. The pool is the exact BM25
+    top whatever the value; it sets the speed. 0 reads every posting (the reference tests compare with)."""
 
-    budget: int = DECLARED_DEFAULTS.recall_lexical_postings_budget
-    per_word: int = DECLARED_DEFAULTS.recall_lexical_postings_per_word
-    rescore: int = 2
+    seed_postings: int = DECLARED_DEFAULTS.recall_lexical_seed_postings
 
     @classmethod
     def from_settings(cls, settings: DreamingSettings) -> LexicalPruning:
-        return cls(budget=settings.recall_lexical_postings_budget, per_word=settings.recall_lexical_postings_per_word)
+        return cls(seed_postings=settings.recall_lexical_seed_postings)
 
     def __post_init__(self) -> None:
-        for name, value, least in (("budget", self.budget, 0), ("per_word", self.per_word, 1),
-                                   ("rescore", self.rescore, 1)):
-            if not isinstance(value, int) or value < least:
-                raise ValueError(f"lexical pruning: {name} must be an integer of at least {least}, got {value!r}")
+        if not isinstance(self.seed_postings, int) or isinstance(self.seed_postings, bool) or self.seed_postings < 0:
+            raise ValueError(f"lexical pruning: seed_postings must be an integer of at least 0, got {self.seed_postings!r}")
 
 
 DEFAULT_LEXICAL_PRUNING = LexicalPruning()
@@ -107,8 +103,8 @@ class GraphSide:
 
 NO_GRAPH_SIDE = GraphSide(pool_size=0)
 DEFAULT_GRAPH_SIDE = GraphSide()
-# Every posting of every query word: the exact BM25 top (tests and benchmarks compare against it).
-EXHAUSTIVE_LEXICAL_PRUNING = LexicalPruning(budget=0, per_word=2**31 - 1, rescore=1)
+# No first round: every posting of every query word is read (tests and benchmarks compare against it).
+EXHAUSTIVE_LEXICAL_PRUNING = LexicalPruning(seed_postings=0)
 
 
 @dataclass(frozen=True)
@@ -206,8 +202,7 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
         "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
         # recall() rejects what Postgres text cannot hold; training's dataset questions are cleaned here.
         "query_text": clean_text(query_text), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
-        "lexical_postings_budget": lexical_pruning.budget, "lexical_postings_per_word": lexical_pruning.per_word,
-        "lexical_rescore": lexical_pruning.rescore, "bm25_k1": BM25_K1, "bm25_b": BM25_B,
+        "lexical_seed_postings": lexical_pruning.seed_postings, "bm25_k1": BM25_K1, "bm25_b": BM25_B,
         "row_limit": row_limit or pool_size + lexical_pool_size + graph.pool_size, "as_of": as_of,
         "reference_time": reference_time or as_of or datetime.now(UTC), "session_id": session_id,
         "weights": list(weights.weights), "scale": weights.scale, "remember_query": remember_query,
