@@ -51,7 +51,10 @@ def recall_rows(r: dict) -> Rows:
         ("ratio hybrid / composite", f"**{lat['ratio_hybrid_to_composite_p50']}× at p50, {lat['ratio_hybrid_to_composite_p99']}× at p99**"),
         ("plain pgvector top-50 (one vector)", f"p50 {lat['plain']['p50_ms']} ms, p99 {lat['plain']['p99_ms']} ms; composite / plain {lat['ratio_composite_to_plain_p50']}× at p50"),
         ("hybrid + recording the last query", f"p50 {lat['hybrid_remember']['p50_ms']} ms"),
-        ("lexical pool by pruning rule (share of the exact BM25 top-50 found, ties counted; hybrid / composite at p50)",
+        ("lexical index (every user's; bytes over every indexed pair)",
+         f"{d['lexical_index_size']}, {d['lexical_index_bytes_per_pair']:,} bytes a pair" if "lexical_index_bytes_per_pair" in d
+         else d["lexical_index_size"]),
+        ("lexical pool by first round (share of the exact BM25 top-50 found, ties counted; hybrid / composite at p50)",
          "; ".join(f"{name}: {100 * v['share_of_exact_bm25_top_k_mean']:.1f}%, {v['ratio_to_composite_p50']}×"
                    for name, v in lex["rules"].items())),
         ("time inside the hybrid statement (one query, EXPLAIN ANALYZE)",

@@ -5,10 +5,10 @@
 -- * pair_words: one row per pair, its words (user_lexemes ids) and their term frequencies as arrays, its
 --   length and time. Exact BM25 of any candidate is read from it (one primary-key fetch a pair).
 -- * word_blocks: each word's postings in blocks of up to 128 (pair numbers, term frequencies, pair
---   lengths as parallel arrays), each block with the largest term frequency and the shortest pair in it.
---   From those two a query bounds, under the current statistics, the BM25 weight of any posting in the
---   block (the weight grows with the term frequency and falls with the length), so the bound stays valid
---   however the average length moves. Block 0 is the word's tail: new postings are appended to it as they
+--   lengths as parallel arrays), each block with its largest weight (and the average length it was
+--   computed under), its largest term frequency and its shortest pair. From those a query bounds, under
+--   the current statistics, the BM25 weight of any posting in the block, so the bound stays valid however
+--   the average length moves (see max_weight). Block 0 is the word's tail: new postings are appended to it as they
 --   arrive; once it holds 128 postings and an eighth of the word's sorted ones, the word's postings are
 --   re-sorted by their weight into blocks 1.. (best first), so most of a long list sits in blocks whose
 --   bound is low and which a query can skip. Re-sorting at a geometric threshold writes each posting a
