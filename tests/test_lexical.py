@@ -312,6 +312,16 @@ def test_the_pool_reads_a_fraction_of_a_common_words_postings(database):
 
     assert holders > 500
     assert rows(plan, "read_blocks") < rows(plan, "word_bounds") and rows(plan, "lexical_candidates") < holders / 4
+    # Candidates are scored exactly in two rounds, the second only where a pair's bound reaches the
+    # threshold the first raised: on a six-word query most candidates are never scored.
+    wide = "the river bread violin kitten rocket"
+    with database.connect() as conn:
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + load_sql("retrieval/composite_ranking"),
+                            params | {"query_text": wide, "query": text_vector(wide), "lexical_pool_size": 5}
+                            ).fetchone()["QUERY PLAN"][0]["Plan"]
+    assert rows(plan, "first_scores") + rows(plan, "second_scores") < rows(plan, "lexical_candidates") / 2
+    assert served_top(database, "hal", wide, 5, LexicalPruning(seed_postings=128)) == pytest.approx(
+        exact_top(database, "hal", wide, 5), rel=1e-9)
     assert served_top(database, "hal", query, 10, LexicalPruning(seed_postings=128)) == pytest.approx(
         exact_top(database, "hal", query, 10), rel=1e-9)
 
@@ -368,3 +378,67 @@ def test_migration_0017_moves_an_existing_index_over(database_url, monkeypatch):
     for query in QUERIES[:3]:
         assert served_top(database, "ivy", query, 20, LexicalPruning()) == pytest.approx(
             exact_top(database, "ivy", query, 20), rel=1e-9)
+
+
+def test_pair_words_bm25_is_the_python_score_and_is_inlined(database):
+    """pair_words_bm25 (migration 0018) scores a forward row as signals.bm25 does, and the planner writes it
+    out in place (a function call per candidate would cost more than the scoring)."""
+    save_validated_pairs(database, HashEmbedder(), "iva", "default", zipf_pairs(60, seed=3), embed=False,
+                         index_words=True)
+    postings, frequency, (pair_count, lexeme_count) = stored_index(database, "iva")
+    statement = ("WITH q AS (SELECT array_agg(id ORDER BY id) AS ids, "
+                 "array_agg(ln(1 + (%(n)s - pair_count + 0.5) / (pair_count + 0.5)) ORDER BY id) AS idfs "
+                 "FROM user_lexemes WHERE user_id = 'iva' AND lexeme = ANY (%(terms)s)) "
+                 "SELECT w.pair_id::text AS pair_id, s.bm25 FROM pair_words w CROSS JOIN q "
+                 "CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.ids, q.idfs, "
+                 "%(average)s, %(k1)s, %(b)s) s JOIN memory_pairs p ON p.id = w.pair_id AND p.user_id = 'iva'")
+    terms = ["garden", "piano", "meadow"]
+    params = {"n": pair_count, "terms": terms, "average": lexeme_count / pair_count, "k1": BM25_K1, "b": BM25_B}
+    with database.connect() as conn:
+        served = {r["pair_id"]: r["bm25"] for r in conn.execute(statement, params)}
+        plan = "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN (VERBOSE) " + statement, params))
+    words: dict[str, dict[str, int]] = {}
+    for (pair_id, lexeme), (tf, _length) in postings.items():
+        words.setdefault(pair_id, {})[lexeme] = tf
+    assert len(served) == 60
+    for pair_id, held in words.items():
+        expected = bm25(terms, held, document_frequency=frequency, pair_count=pair_count,
+                        average_length=lexeme_count / pair_count)
+        assert (served[pair_id] or 0.0) == pytest.approx(expected, rel=1e-12, abs=1e-12), pair_id
+    assert any(served.values()) and "pair_words_bm25" not in plan and "array_position" in plan
+
+
+def test_migration_0018_stores_forward_rows_uncompressed(database_url, monkeypatch):
+    """A long pair's forward row was compressed in line by 0017 (every element read decompressed it);
+    0018 rewrites it uncompressed, later saves store theirs so, and the pool stays exact."""
+    import psycopg
+
+    from dreaming_dagster.storage import database as database_module
+    from dreaming_dagster.storage.database import Database, apply_migrations, load_migrations
+
+    long_text = " ".join(f"w{i}x" for i in range(400))  # 400 distinct words: a ~5 KB forward row
+    every = load_migrations()
+    monkeypatch.setattr(database_module, "load_migrations", lambda: [m for m in every if m.version < "0018"])
+    with psycopg.connect(database_url) as conn:
+        apply_migrations(conn, HashEmbedder.spec)
+        for i, text in enumerate([long_text, "garden piano meadow", "garden w7x w9x"]):
+            conn.execute("INSERT INTO memory_pairs (user_id, session_id, turn_index, user_message, assistant_message,"
+                         " occurred_at, token_count, content_hash) VALUES ('jo', 's', %s, %s, 'ok', now(), 5, md5(%s))",
+                         (i, text, str(i)))
+        compressed = "SELECT count(*) FROM pair_words WHERE pg_column_compression(lexeme_ids) IS NOT NULL"
+        assert conn.execute(compressed).fetchone()[0] == 1
+    monkeypatch.setattr(database_module, "load_migrations", lambda: every)
+    database = Database(database_url)
+    database.ensure_schema(HashEmbedder.spec)
+    save_validated_pairs(database, HashEmbedder(), "jo", "default", [pair(9, long_text.replace("x", "y"))],
+                         embed=False, index_words=True)
+    with database.connect() as conn:
+        stored = conn.execute(
+            "SELECT count(*) AS pairs, count(*) FILTER (WHERE pg_column_compression(lexeme_ids) IS NOT NULL"
+            " OR pg_column_compression(term_frequencies) IS NOT NULL) AS compressed,"
+            " max(cardinality(lexeme_ids)) AS widest FROM pair_words").fetchone()
+    assert stored == {"pairs": 4, "compressed": 0, "widest": 401}
+    assert stored_index(database, "jo") == expected_index(database, "jo")
+    for query in ("w7x garden", "w9x w300x", "garden piano meadow"):
+        assert served_top(database, "jo", query, 3, LexicalPruning()) == pytest.approx(
+            exact_top(database, "jo", query, 3), rel=1e-9)

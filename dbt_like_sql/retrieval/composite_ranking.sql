@@ -39,6 +39,12 @@ term_weights AS MATERIALIZED (
     CROSS JOIN corpus c
     WHERE u.pair_count > 0
 ),
+-- The same words as two parallel arrays, the form pair_words_bm25 (migration 0018) scores a pair's forward row by.
+query_words AS MATERIALIZED (
+    SELECT array_agg(lexeme_id ORDER BY lexeme_id) AS lexeme_ids, array_agg(idf ORDER BY lexeme_id) AS idfs,
+           min(average_length) AS average_length
+    FROM term_weights
+),
 approximate AS MATERIALIZED (
     SELECT id, embedding <=> %(query)s AS distance
     FROM memory_pairs
@@ -90,10 +96,14 @@ vector_pool AS (
 --    the true pool-size-th best (as_of: counted over pairs before it only).
 -- 3. Read the shortest prefix whose residuals add up to less than half theta: every pair scoring theta or
 --    more is then seen, and few pairs seen can still reach it (half: reading a posting costs far less
---    than scoring a pair). A pair seen stays a candidate if its sum read plus the residuals of the words
---    it was not seen under reaches theta; candidates are scored exactly from their pair_words rows.
+--    than scoring a pair). A pair seen is a candidate if its bound, the sum read plus the residuals of the
+--    words it was not seen under, reaches theta.
+-- 4. Candidates are scored exactly from their pair_words rows in two rounds: the 2 × pool-size best bounded
+--    first, which with the seeds raise theta to their pool-size-th best score; then only the candidates
+--    whose bound reaches that. (On the recall bench's heavy user, most of a long candidate list is cut.)
 -- lexical_seed_postings 0 gives theta 0: every block is read (tests/test_lexical.py compares settings with
--- BM25 over every pair). The 1e-9 slacks keep floating-point rounding from dropping a tie.
+-- BM25 over every pair). The 1e-9 slacks keep floating-point rounding from dropping a tie. Postings are
+-- unnested in the select list, not FROM (~2.5 times faster: no function scan per block).
 word_bounds AS MATERIALIZED (
     SELECT bounded.*,
            row_number() OVER (ORDER BY bound DESC, lexeme_id, block_no) AS position,
@@ -116,13 +126,14 @@ word_bounds AS MATERIALIZED (
 ),
 seed_sums AS MATERIALIZED (
     SELECT p.pair_no,
-           sum(bm25_term_weight(tw.idf, p.term_frequency, p.pair_length, tw.average_length,
+           sum(bm25_term_weight(p.idf, p.term_frequency, p.pair_length, p.average_length,
                                 %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS partial
-    FROM word_bounds wb
-    JOIN word_blocks b USING (lexeme_id, block_no)
-    JOIN term_weights tw USING (lexeme_id)
-    CROSS JOIN LATERAL unnest(b.pair_nos, b.term_frequencies, b.pair_lengths) AS p (pair_no, term_frequency, pair_length)
-    WHERE wb.postings_before < %(lexical_seed_postings)s
+    FROM (SELECT unnest(b.pair_nos) AS pair_no, unnest(b.term_frequencies) AS term_frequency,
+                 unnest(b.pair_lengths) AS pair_length, tw.idf, tw.average_length
+          FROM word_bounds wb
+          JOIN word_blocks b USING (lexeme_id, block_no)
+          JOIN term_weights tw USING (lexeme_id)
+          WHERE wb.postings_before < %(lexical_seed_postings)s) p
     GROUP BY p.pair_no
     ORDER BY partial DESC
     LIMIT 4 * %(lexical_pool_size)s
@@ -133,13 +144,9 @@ seed_scores AS MATERIALIZED (
     SELECT s.pair_no, scored.bm25
     FROM seed_sums s
     JOIN pair_words w ON w.pair_no = s.pair_no
-    CROSS JOIN LATERAL (
-        SELECT sum(bm25_term_weight(tw.idf, w.term_frequencies[found.position], w.pair_length, tw.average_length,
-                                    %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS bm25
-        FROM term_weights tw
-        CROSS JOIN LATERAL (SELECT array_position(w.lexeme_ids, tw.lexeme_id) AS position) found
-        WHERE found.position IS NOT NULL
-    ) scored
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
     WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
 ),
 threshold AS MATERIALIZED (
@@ -169,31 +176,54 @@ read_blocks AS MATERIALIZED (
     WHERE wb.position <= (SELECT position FROM cutoff)
 ),
 lexical_candidates AS MATERIALIZED (
-    SELECT seen.pair_no
-    FROM (SELECT p.pair_no,
-                 sum(bm25_term_weight(rb.idf, p.term_frequency, p.pair_length, rb.average_length,
-                                      %(bm25_k1)s::float8, %(bm25_b)s::float8) - rb.residual) AS gain
-          FROM read_blocks rb
-          JOIN word_blocks b USING (lexeme_id, block_no)
-          CROSS JOIN LATERAL unnest(b.pair_nos, b.term_frequencies, b.pair_lengths) AS p (pair_no, term_frequency, pair_length)
-          GROUP BY p.pair_no) seen
-    -- At most: the sum read plus the residuals of the words the pair was not seen under, that is every
+    -- A pair's bound: the sum read plus the residuals of the words it was not seen under, that is every
     -- word's residual plus what each word seen added beyond its own.
+    SELECT seen.pair_no, seen.gain + (SELECT sum(residual) FROM word_residuals) AS bound
+    FROM (SELECT p.pair_no,
+                 sum(bm25_term_weight(p.idf, p.term_frequency, p.pair_length, p.average_length,
+                                      %(bm25_k1)s::float8, %(bm25_b)s::float8) - p.residual) AS gain
+          FROM (SELECT unnest(b.pair_nos) AS pair_no, unnest(b.term_frequencies) AS term_frequency,
+                       unnest(b.pair_lengths) AS pair_length, rb.idf, rb.average_length, rb.residual
+                FROM read_blocks rb
+                JOIN word_blocks b USING (lexeme_id, block_no)) p
+          GROUP BY p.pair_no) seen
     WHERE seen.gain + (SELECT sum(residual) FROM word_residuals) >= (SELECT theta FROM threshold)
 ),
-lexical_pool AS MATERIALIZED (
-    SELECT w.pair_id AS id, scored.bm25
+-- Round one: the best-bounded candidates, scored exactly.
+first_scores AS MATERIALIZED (
+    SELECT w.pair_no, w.pair_id, scored.bm25
+    FROM (SELECT pair_no FROM lexical_candidates ORDER BY bound DESC, pair_no LIMIT 2 * %(lexical_pool_size)s) lc
+    JOIN pair_words w ON w.pair_no = lc.pair_no
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+    WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
+),
+-- The pool-size-th best real score known now (distinct pairs: a seed can be a candidate too), at most the
+-- true one and at least theta.
+raised_threshold AS MATERIALIZED (
+    SELECT greatest((SELECT theta FROM threshold),
+                    coalesce((SELECT bm25 FROM (SELECT pair_no, bm25 FROM first_scores
+                                                UNION SELECT pair_no, bm25 FROM seed_scores) known
+                              ORDER BY bm25 DESC OFFSET greatest(%(lexical_pool_size)s - 1, 0) LIMIT 1), 0)
+                    * (1 - 1e-9)) AS theta
+),
+-- Round two: the other candidates whose bound reaches it.
+second_scores AS MATERIALIZED (
+    SELECT w.pair_id, scored.bm25
     FROM lexical_candidates lc
     JOIN pair_words w ON w.pair_no = lc.pair_no
-    CROSS JOIN LATERAL (
-        SELECT sum(bm25_term_weight(tw.idf, w.term_frequencies[found.position], w.pair_length, tw.average_length,
-                                    %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS bm25
-        FROM term_weights tw
-        CROSS JOIN LATERAL (SELECT array_position(w.lexeme_ids, tw.lexeme_id) AS position) found
-        WHERE found.position IS NOT NULL
-    ) scored
-    WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
-    ORDER BY scored.bm25 DESC, w.pair_id
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+    WHERE lc.bound >= (SELECT theta FROM raised_threshold)
+      AND NOT EXISTS (SELECT 1 FROM first_scores f WHERE f.pair_no = lc.pair_no)
+      AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
+),
+lexical_pool AS MATERIALIZED (
+    SELECT scored.id, scored.bm25
+    FROM (SELECT pair_id AS id, bm25 FROM first_scores UNION ALL SELECT pair_id, bm25 FROM second_scores) scored
+    ORDER BY scored.bm25 DESC, scored.id
     LIMIT %(lexical_pool_size)s
 ),
 -- The graph side of the pool: pairs the vectors and the words both missed, reached through the user's
@@ -246,15 +276,12 @@ graph_pool AS MATERIALIZED (
 exact_bm25 AS MATERIALIZED (
     SELECT lp.id, lp.bm25 FROM lexical_pool lp
     UNION ALL
-    SELECT w.pair_id,
-           sum(bm25_term_weight(tw.idf, w.term_frequencies[found.position], w.pair_length, tw.average_length,
-                                %(bm25_k1)s::float8, %(bm25_b)s::float8))
+    SELECT w.pair_id, scored.bm25
     FROM (SELECT id FROM vector_pool UNION SELECT id FROM graph_pool EXCEPT SELECT id FROM lexical_pool) AS drawn
     JOIN pair_words w ON w.pair_id = drawn.id
-    CROSS JOIN term_weights tw
-    CROSS JOIN LATERAL (SELECT array_position(w.lexeme_ids, tw.lexeme_id) AS position) found
-    WHERE found.position IS NOT NULL
-    GROUP BY w.pair_id
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
 ),
 pool AS (
     SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool,
