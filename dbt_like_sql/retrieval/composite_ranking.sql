@@ -91,7 +91,7 @@ vector_pool AS (
 -- 1. The query words' blocks in one order, highest bound first. Reading a prefix of that order leaves each
 --    word a residual, the highest bound among its blocks not read; a pair seen in no block read scores at
 --    most the sum of the residuals.
--- 2. Theta: the best 4 × pool-size pairs by their sums over the first lexical_seed_postings postings,
+-- 2. Theta: the best 2 × pool-size pairs by their sums over the first lexical_seed_postings postings,
 --    scored exactly (pair_words); their pool-size-th best score is a real pair's real score, so at most
 --    the true pool-size-th best (as_of: counted over pairs before it only).
 -- 3. Read the shortest prefix whose residuals add up to less than half theta: every pair scoring theta or
@@ -136,7 +136,7 @@ seed_sums AS MATERIALIZED (
           WHERE wb.postings_before < %(lexical_seed_postings)s) p
     GROUP BY p.pair_no
     ORDER BY partial DESC
-    LIMIT 4 * %(lexical_pool_size)s
+    LIMIT 2 * %(lexical_pool_size)s
 ),
 -- The seed's best sums scored exactly (their pair_words rows): real scores of real pairs, so their
 -- pool-size-th best is also at most the true one, and much closer than a sum over the first blocks only.
