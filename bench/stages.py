@@ -7,7 +7,7 @@
 - profile: cProfile of sync_user over --pairs freshly saved pairs (offline providers, the default
   extractor), split into time waiting on Postgres, in the extractor, and in the embedding model, with the
   statements sent (queries; transactions apart) per pair;
-- checkpoint UPDATE: EXPLAIN ANALYZE of setting kg_stored_at on one pair (rolled back), median over 20
+- checkpoint UPDATE: EXPLAIN ANALYZE of setting kg_stored_at on one pair's pair_stages row (rolled back), median over 20
   pairs, with the buffers it touched (every index, HNSW included, gets a new entry: the update is not HOT).
 Results: bench/results/stages.json.
 """
@@ -102,8 +102,8 @@ def main() -> None:
             ids = [row["id"] for row in conn.execute("SELECT id FROM memory_pairs LIMIT 20")]
             for pair_id in ids:
                 with conn.transaction(force_rollback=True):
-                    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) UPDATE memory_pairs "
-                                        "SET kg_stored_at = now() WHERE id = %s", (pair_id,)).fetchone()
+                    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) UPDATE pair_stages "
+                                        "SET kg_stored_at = now() WHERE pair_id = %s", (pair_id,)).fetchone()
                 node = plan["QUERY PLAN"][0]
                 update_ms.append(node["Execution Time"])
                 update_buffers.append(node["Plan"]["Shared Hit Blocks"] + node["Plan"]["Shared Read Blocks"])

@@ -181,8 +181,8 @@ def test_a_launchpad_merge_threshold_reaches_the_merge_stage_and_the_janitor(dat
         stages.clear_user_graph(database, "alice", "default")
         with database.connect() as conn:
             for turn, name in names.items():
-                conn.execute("UPDATE memory_pairs SET extracted_at = now(), summary = '', extracted_subjects = "
-                             "%s::jsonb WHERE turn_index = %s",
+                conn.execute("UPDATE pair_stages s SET extracted_at = now(), summary = '', extracted_subjects = "
+                             "%s::jsonb FROM memory_pairs p WHERE p.id = s.pair_id AND p.turn_index = %s",
                              (f'[{{"name": "{name}", "description": "d", "type": "topic"}}]', turn))
 
     local = {**resources, "embedder": EmbedderResource(provider="local"),

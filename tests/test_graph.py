@@ -169,8 +169,8 @@ def test_extraction_reads_the_users_own_memory_for_recurring_names(database, emb
     one("ann", "Yesterday I used my stand mixer, a baking steel and the pizza stone for bread dough.", 2)
     sync_user("ann", database=database, embedder=embedder16)
     with database.connect(vectors=False) as conn:
-        (latest,) = conn.execute("SELECT extracted_subjects FROM memory_pairs WHERE user_id = 'ann' "
-                                 "ORDER BY occurred_at DESC LIMIT 1").fetchall()
+        (latest,) = conn.execute("SELECT s.extracted_subjects FROM memory_pairs p JOIN pair_stages s ON s.pair_id = p.id "
+                                 "WHERE p.user_id = 'ann' ORDER BY p.occurred_at DESC LIMIT 1").fetchall()
     assert latest["extracted_subjects"][0]["name"] == "Pizza Stone"
     # A hub of the user's graph is held as a hub.
     save_pairs("mel", chat_log(), database=database, embedder=embedder16)
@@ -229,5 +229,5 @@ def test_a_bad_kg_id_is_refused_before_any_stage_runs(database, embedder16):
         sync_user("mel", database=database, embedder=embedder16, kg_id="not a graph!")
     assert refused.value.field == "kg_id"
     with database.connect() as conn:  # nothing was embedded or extracted on the way to the refusal
-        assert conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE user_id = 'mel' "
-                            "AND embedding IS NULL AND extracted_at IS NULL").fetchone()["n"] == 3
+        assert conn.execute("SELECT count(*) AS n FROM memory_pairs p JOIN pair_stages s ON s.pair_id = p.id "
+                            "WHERE p.user_id = 'mel' AND p.embedding IS NULL AND s.extracted_at IS NULL").fetchone()["n"] == 3

@@ -95,9 +95,9 @@ def test_a_failing_pair_is_recorded_and_retried_later_without_blocking_others(da
     stats = extract_pending(database, extractor(openai_stub), "alice", "default")
     assert (stats.pairs, stats.failures) == (4, 1)
     with database.connect() as conn:
-        failed = conn.execute("SELECT attempts, last_error, extracted_at FROM memory_pairs "
-                              "WHERE user_message LIKE 'POISON%%'").fetchone()
-        done = conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE extracted_at IS NOT NULL").fetchone()
+        failed = conn.execute("SELECT s.attempts, s.last_error, s.extracted_at FROM memory_pairs p "
+                              "JOIN pair_stages s ON s.pair_id = p.id WHERE p.user_message LIKE 'POISON%%'").fetchone()
+        done = conn.execute("SELECT count(*) AS n FROM pair_stages WHERE extracted_at IS NOT NULL").fetchone()
     assert failed["attempts"] == 1 and "LLMCallError" in failed["last_error"] and failed["extracted_at"] is None
     assert done["n"] == 4
     openai_stub.default_chat_reply = lambda body: GOOD  # the endpoint recovers: the next run picks it up

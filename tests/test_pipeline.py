@@ -84,15 +84,15 @@ def test_distinct_subjects_stay_apart_and_near_duplicates_merge(database, local_
                database=database, embedder=local_embedder, embed=False)
     with database.connect() as conn:
         for i, name in enumerate(distinct):
-            conn.execute("UPDATE memory_pairs SET extracted_at = now(), extracted_subjects = %s::jsonb "
-                         "WHERE turn_index = %s", (f'[{{"name": "{name}", "description": "d{i}", "type": "topic"}}]', i))
+            conn.execute("UPDATE pair_stages s SET extracted_at = now(), extracted_subjects = %s::jsonb "
+                         "FROM memory_pairs p WHERE p.id = s.pair_id AND p.turn_index = %s", (f'[{{"name": "{name}", "description": "d{i}", "type": "topic"}}]', i))
     stats = stages.merge_pending(database, local_embedder, "alice", "default")
     assert (stats.created, stats.merged) == (len(distinct), 0)
     save_pairs("alice", [pair(20, user_message="more marathon")], database=database, embedder=local_embedder)
     with database.connect() as conn:
-        conn.execute("UPDATE memory_pairs SET extracted_at = now(), extracted_subjects = "
+        conn.execute("UPDATE pair_stages s SET extracted_at = now(), extracted_subjects = "
                      "'[{\"name\": \"Marathon Training Plan\", \"description\": \"week 3\", \"type\": \"activity\"}]'"
-                     "::jsonb WHERE turn_index = 20")
+                     "::jsonb FROM memory_pairs p WHERE p.id = s.pair_id AND p.turn_index = 20")
     merged = stages.merge_pending(database, local_embedder, "alice", "default")
     assert (merged.created, merged.merged) == (0, 1)
     with database.connect() as conn:
@@ -131,7 +131,7 @@ def test_one_users_sync_never_touches_another(database, local_embedder):
     with database.connect() as conn:
         bob = conn.execute("SELECT count(*) FILTER (WHERE extracted_at IS NOT NULL) AS done, "
                            "(SELECT count(*) FROM subjects WHERE user_id = 'bob') AS subjects "
-                           "FROM memory_pairs WHERE user_id = 'bob'").fetchone()
+                           "FROM pair_stages WHERE user_id = 'bob'").fetchone()
         cross = conn.execute("SELECT count(*) AS n FROM subject_memory_pair_links l JOIN memory_pairs p "
                              "ON p.id = l.pair_id JOIN subjects s ON s.id = l.subject_id "
                              "WHERE p.user_id <> s.user_id OR l.user_id <> p.user_id").fetchone()["n"]
@@ -168,7 +168,7 @@ def test_a_sync_killed_mid_way_completes_on_the_next_run(database_url, local_emb
     with database.connect() as conn:
         while time.monotonic() < deadline:  # kill once some pairs are merged but not all are linked
             merged = conn.execute("SELECT count(subjects_merged_at) AS m, count(kg_stored_at) AS l, count(*) AS n "
-                                  "FROM memory_pairs").fetchone()
+                                  "FROM pair_stages").fetchone()
             if merged["m"] > 0 and merged["l"] < merged["n"]:
                 break
             time.sleep(0.05)
@@ -185,8 +185,9 @@ def pair_subject_names(database: Database, user_id: str) -> list[tuple]:
     with database.connect() as conn:
         names = {str(r["id"]): r["subject_text"] for r in conn.execute(
             "SELECT id, subject_text FROM subjects WHERE user_id = %s", (user_id,))}
-        pairs = conn.execute("SELECT occurred_at, turn_index, user_message, extracted_subjects FROM memory_pairs "
-                             "WHERE user_id = %s ORDER BY occurred_at, turn_index, user_message", (user_id,)).fetchall()
+        pairs = conn.execute("SELECT p.occurred_at, p.turn_index, p.user_message, s.extracted_subjects FROM memory_pairs p "
+                             "JOIN pair_stages s ON s.pair_id = p.id "
+                             "WHERE p.user_id = %s ORDER BY p.occurred_at, p.turn_index, p.user_message", (user_id,)).fetchall()
     return [(p["occurred_at"], p["turn_index"], p["user_message"],
              tuple((s["name"], names.get(s.get("subject_id"))) for s in p["extracted_subjects"] or []))
             for p in pairs]
@@ -220,15 +221,15 @@ def test_the_set_based_merge_decides_as_the_one_at_a_time_merge(database, local_
                     "RETURNING id",
                     (user, f"Tax Return {len(records)}", far_away)).fetchone()
                 pending = conn.execute(
-                    "SELECT id, extracted_subjects FROM memory_pairs WHERE user_id = %s AND subjects_merged_at IS "
-                    "NULL AND jsonb_array_length(extracted_subjects) > 0 ORDER BY occurred_at, turn_index "
-                    "LIMIT 3", (user,)).fetchall()
+                    "SELECT p.id, s.extracted_subjects FROM memory_pairs p JOIN pair_stages s ON s.pair_id = p.id "
+                    "WHERE p.user_id = %s AND s.subjects_merged_at IS NULL "
+                    "AND jsonb_array_length(s.extracted_subjects) > 0 ORDER BY p.occurred_at, p.turn_index LIMIT 3", (user,)).fetchall()
                 first, second, third = (p["extracted_subjects"] for p in pending)
                 first += [dict(first[0]), {**first[0], "name": first[0]["name"] + "s", "description": "variant"}]
                 second.append({"name": f"Tax Return {len(records)}", "description": "filed", "type": "topic"})
                 third[0]["subject_id"] = str(guarded["id"])
                 for p, subjects in zip(pending, (first, second, third), strict=True):
-                    conn.execute("UPDATE memory_pairs SET extracted_subjects = %s WHERE id = %s",
+                    conn.execute("UPDATE pair_stages SET extracted_subjects = %s WHERE pair_id = %s",
                                  (Jsonb(subjects), p["id"]))
 
     arrive(oracle_records(4))

@@ -188,7 +188,7 @@ def test_a_nul_in_the_llms_reply_is_cleaned_and_blocks_nobody(database, openai_s
     stats = extract_pending(database, OpenAIExtractor(chat_client(openai_stub)), "alice", "default")
     assert (stats.pairs, stats.failures) == (6, 0)
     with database.connect() as conn:
-        rows = conn.execute("SELECT summary, extracted_subjects FROM memory_pairs").fetchall()
+        rows = conn.execute("SELECT summary, extracted_subjects FROM pair_stages").fetchall()
     assert {r["summary"] for r in rows} == {"Lisbon \ufffdtrip"}
     assert {r["extracted_subjects"][0]["name"] for r in rows} == {"Lisbon"}
 
@@ -208,7 +208,7 @@ def test_a_result_the_database_refuses_fails_only_its_pair(database, embedder16)
     stats = extract_pending(database, _UnstorableExtractor(), "alice", "default")
     assert (stats.pairs, stats.failures) == (5, 1)
     with database.connect() as conn:
-        failed = conn.execute("SELECT attempts, last_error FROM memory_pairs WHERE extracted_at IS NULL").fetchall()
+        failed = conn.execute("SELECT attempts, last_error FROM pair_stages WHERE extracted_at IS NULL").fetchall()
     assert len(failed) == 1 and failed[0]["attempts"] == 1 and "NUL" in failed[0]["last_error"]
 
 
@@ -217,8 +217,8 @@ def test_exhausted_pairs_are_parked_counted_retried_after_cooldown_and_resettabl
                                                                                    embedder16):
     save_pairs("alice", [pair(i) for i in range(3)], database=database, embedder=embedder16)
     with database.connect() as conn:  # an outage long ago took every attempt of two pairs
-        conn.execute("UPDATE memory_pairs SET attempts = %s, last_error = 'APITimeoutError', "
-                     "last_attempt_at = now() WHERE turn_index < 2", (MAX_EXTRACTION_ATTEMPTS,))
+        conn.execute("UPDATE pair_stages s SET attempts = %s, last_error = 'APITimeoutError', last_attempt_at = now() "
+                     "FROM memory_pairs p WHERE p.id = s.pair_id AND p.turn_index < 2", (MAX_EXTRACTION_ATTEMPTS,))
     openai_stub.default_chat_reply = lambda body: GOOD
     extractor = OpenAIExtractor(chat_client(openai_stub))
     assert extract_pending(database, extractor, "alice", "default").pairs == 1  # parked ones wait
@@ -230,7 +230,8 @@ def test_exhausted_pairs_are_parked_counted_retried_after_cooldown_and_resettabl
         pending = conn.execute(load_sql("memory_pairs/users_with_pending_work"), extraction_retry_params()).fetchall()
         # Only the extracted pair's next stage is work; the parked pairs wait for the cool-down to end.
         assert [(r["user_id"], r["pending"]) for r in pending] == [("alice", 1)]
-        conn.execute("UPDATE memory_pairs SET last_attempt_at = now() - interval '7 hours' WHERE turn_index = 0")
+        conn.execute("UPDATE pair_stages s SET last_attempt_at = now() - interval '7 hours' "
+                     "FROM memory_pairs p WHERE p.id = s.pair_id AND p.turn_index = 0")
         pending = conn.execute(load_sql("memory_pairs/users_with_pending_work"), extraction_retry_params()).fetchall()
     assert [(r["user_id"], r["pending"]) for r in pending] == [("alice", 2)]
     assert extract_pending(database, extractor, "alice", "default").pairs == 1  # cool-down over: retried
@@ -242,7 +243,7 @@ def test_exhausted_pairs_are_parked_counted_retried_after_cooldown_and_resettabl
 def test_cli_stats_and_retry_failed(cli_env, database, embedder16):
     save_pairs("alice", [pair(i) for i in range(2)], database=database, embedder=embedder16)
     with database.connect() as conn:
-        conn.execute("UPDATE memory_pairs SET attempts = 8, last_attempt_at = now()")
+        conn.execute("UPDATE pair_stages SET attempts = 8, last_attempt_at = now()")
     stats = CliRunner().invoke(main, ["stats", "--user", "alice"])
     assert stats.exit_code == 0 and "failed extraction" in stats.output and "retry-failed" in stats.output
     retried = CliRunner().invoke(main, ["retry-failed", "--user", "alice"])
@@ -259,7 +260,7 @@ def test_a_provider_outage_stops_the_stage_without_spending_attempts(database, o
     assert stats.failures <= 2 and stats.failures + stats.not_attempted == 10  # one batch, then it stopped
     assert len(openai_stub.chat_calls()) <= 2 * 2  # in-flight calls × attempts, not 30 × 2
     with database.connect() as conn:
-        spent = conn.execute("SELECT count(*) AS n FROM memory_pairs WHERE attempts > 0").fetchone()["n"]
+        spent = conn.execute("SELECT count(*) AS n FROM pair_stages WHERE attempts > 0").fetchone()["n"]
     assert spent == stats.failures
 
 

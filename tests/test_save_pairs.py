@@ -23,9 +23,13 @@ def test_save_then_duplicate_is_one_row(database, embedder16):
     (row,) = rows(database)
     assert row["id"] is not None and str(row["id"]) == first.pair_ids[0]
     assert row["token_count"] > 0 and row["kg_id"] == "default"
-    # The pipeline's checkpoints are left NULL for the later stages.
-    assert row["summary"] is None and row["extracted_subjects"] is None
-    assert row["extracted_at"] is None and row["kg_stored_at"] is None and row["attempts"] == 0
+    # The pipeline's progress row is made with the pair, every checkpoint NULL for the later stages.
+    with database.connect() as conn:
+        (stage,) = conn.execute("SELECT * FROM pair_stages").fetchall()
+    assert (stage["pair_id"], stage["user_id"], stage["kg_id"]) == (row["id"], "alice", "default")
+    assert stage["summary"] is None and stage["extracted_subjects"] is None
+    assert stage["extracted_at"] is None and stage["subjects_merged_at"] is None and stage["kg_stored_at"] is None
+    assert stage["attempts"] == 0
 
 
 def test_duplicates_inside_one_batch_and_per_kg(database, embedder16):

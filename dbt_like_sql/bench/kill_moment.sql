@@ -7,6 +7,6 @@ SELECT CASE
            THEN 'inside a stage''s write transaction'
          WHEN (SELECT count(*) FILTER (WHERE subjects_merged_at IS NOT NULL) = count(*)
                       AND count(*) FILTER (WHERE kg_stored_at IS NOT NULL) = 0
-               FROM memory_pairs WHERE user_id = %(user_id)s)
+               FROM pair_stages WHERE user_id = %(user_id)s)
            THEN 'between the merge and the link stage'
        END AS moment;

@@ -2,7 +2,7 @@
 -- not through every stage, live subjects sharing a name, duplicate links, pairs stored without links although
 -- extraction found subjects (checks/orphan_pairs, run beside this), and subjects linked to no pair.
 SELECT
-    (SELECT count(*) FROM memory_pairs WHERE user_id = %(user_id)s AND kg_stored_at IS NULL) AS unfinished_pairs,
+    (SELECT count(*) FROM pair_stages WHERE user_id = %(user_id)s AND kg_stored_at IS NULL) AS unfinished_pairs,
     (SELECT count(*) FROM (SELECT 1 FROM subjects WHERE user_id = %(user_id)s AND archived_at IS NULL
                            GROUP BY kg_id, lower(subject_text) HAVING count(*) > 1) d) AS duplicate_subjects,
     (SELECT count(*) FROM (SELECT 1 FROM subject_memory_pair_links l JOIN subjects s ON s.id = l.subject_id

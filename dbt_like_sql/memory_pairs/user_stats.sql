@@ -1,18 +1,19 @@
 -- What a user's memory holds, per knowledge graph, for materialization metadata and the CLI.
-SELECT kg_id,
+SELECT p.kg_id,
        count(*)                                  AS pairs,
        coalesce(sum(token_count), 0)             AS tokens,
        count(DISTINCT session_id)                AS sessions,
        count(*) FILTER (WHERE embedding IS NULL
                         OR (reply_embedding IS NULL AND btrim(user_message) <> ''
                             AND btrim(assistant_message) <> '')) AS pending_embedding,
-       count(*) FILTER (WHERE extracted_at IS NULL) AS pending_extraction,
+       count(*) FILTER (WHERE s.extracted_at IS NULL) AS pending_extraction,
        -- Parked: extraction failed max_attempts times; retried once per cool-down, or now by
        -- `dreaming retry-failed`.
-       count(*) FILTER (WHERE extracted_at IS NULL AND attempts >= %(max_attempts)s) AS failed_extraction,
+       count(*) FILTER (WHERE s.extracted_at IS NULL AND s.attempts >= %(max_attempts)s) AS failed_extraction,
        min(occurred_at)                          AS first_occurred_at,
        max(occurred_at)                          AS last_occurred_at
-FROM memory_pairs
-WHERE user_id = %(user_id)s
-GROUP BY kg_id
-ORDER BY kg_id;
+FROM memory_pairs p
+JOIN pair_stages s ON s.pair_id = p.id
+WHERE p.user_id = %(user_id)s
+GROUP BY p.kg_id
+ORDER BY p.kg_id;

@@ -10,18 +10,21 @@ FROM (
        OR (reply_embedding IS NULL AND btrim(user_message) <> '' AND btrim(assistant_message) <> '')
     GROUP BY user_id
     UNION ALL
-    SELECT user_id, count(*), max(ingested_at)
-    FROM memory_pairs
-    WHERE extracted_at IS NULL
-      AND (attempts < %(max_attempts)s OR last_attempt_at IS NULL
-           OR last_attempt_at < now() - make_interval(secs => %(cooldown_seconds)s))  -- parked, cool-down over
-    GROUP BY user_id
+    -- The stages' progress (pair_stages, migration 0019); the pair's save time from its row.
+    SELECT s.user_id, count(*), max(p.ingested_at)
+    FROM pair_stages s JOIN memory_pairs p ON p.id = s.pair_id
+    WHERE s.extracted_at IS NULL
+      AND (s.attempts < %(max_attempts)s OR s.last_attempt_at IS NULL
+           OR s.last_attempt_at < now() - make_interval(secs => %(cooldown_seconds)s))  -- parked, cool-down over
+    GROUP BY s.user_id
     UNION ALL
-    SELECT user_id, count(*), max(ingested_at)
-    FROM memory_pairs WHERE extracted_at IS NOT NULL AND subjects_merged_at IS NULL GROUP BY user_id
+    SELECT s.user_id, count(*), max(p.ingested_at)
+    FROM pair_stages s JOIN memory_pairs p ON p.id = s.pair_id
+    WHERE s.extracted_at IS NOT NULL AND s.subjects_merged_at IS NULL GROUP BY s.user_id
     UNION ALL
-    SELECT user_id, count(*), max(ingested_at)
-    FROM memory_pairs WHERE subjects_merged_at IS NOT NULL AND kg_stored_at IS NULL GROUP BY user_id
+    SELECT s.user_id, count(*), max(p.ingested_at)
+    FROM pair_stages s JOIN memory_pairs p ON p.id = s.pair_id
+    WHERE s.subjects_merged_at IS NOT NULL AND s.kg_stored_at IS NULL GROUP BY s.user_id
     UNION ALL
     SELECT user_id, count(*), max(last_seen_at)
     FROM subjects WHERE archived_at IS NULL AND description_text LIKE '%% | %%' GROUP BY user_id

@@ -9,7 +9,7 @@ WITH asked AS (
     WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
     UNION ALL
     SELECT lower(e.value ->> 'name'), false
-    FROM memory_pairs p
+    FROM pair_stages p
     CROSS JOIN LATERAL jsonb_array_elements(
         CASE jsonb_typeof(p.extracted_subjects) WHEN 'array' THEN p.extracted_subjects ELSE '[]' END) AS e (value)
     WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s

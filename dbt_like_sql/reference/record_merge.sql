@@ -1,3 +1,3 @@
-UPDATE memory_pairs
+UPDATE pair_stages
 SET extracted_subjects = %(extracted_subjects)s, subjects_merged_at = now()
-WHERE id = %(id)s AND user_id = %(user_id)s;
+WHERE pair_id = %(id)s AND user_id = %(user_id)s;

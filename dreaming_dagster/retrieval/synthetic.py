@@ -16,7 +16,7 @@ from dreaming_dagster.sql import load_sql
 DIMENSION = 384
 START = datetime(2023, 1, 1, tzinfo=UTC)
 PAIR_TYPES = ["uuid", "text", "text", "text", "int4", "text", "text", "timestamptz", "int4", "text", "vector",
-              "vector", "timestamptz", "timestamptz", "timestamptz"]
+              "vector"]
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -77,8 +77,9 @@ def load_user(conn, rng, user_id: str, pairs: int, subjects: int, clusters: int,
                 copy.write_row([pair_ids[i], user_id, "default", f"{user_id}-s{i // 20}", i % 20,
                                 user_message, reply,
                                 START + timedelta(seconds=float(occurred_seconds[i])), 12,
-                                hashlib.md5(f"{user_id}:{i}".encode()).hexdigest(), vector, reply_vector, now, now, now])
+                                hashlib.md5(f"{user_id}:{i}".encode()).hexdigest(), vector, reply_vector])
             progress.update(stop - start)
+    conn.execute(load_sql("bench/mark_user_dreamed"), {"user_id": user_id})
     subject_topic = rng.choice(clusters, size=subjects, p=weights)
     subject_ids = [uuid.UUID(bytes=rng.bytes(16), version=4) for _ in range(subjects)]
     subject_vectors = around(rng, centres[subject_topic], 0.8)
