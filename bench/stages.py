@@ -8,7 +8,8 @@
   extractor), split into time waiting on Postgres, in the extractor, and in the embedding model, with the
   statements sent (queries; transactions apart) per pair;
 - checkpoint UPDATE: EXPLAIN ANALYZE of setting kg_stored_at on one pair's pair_stages row (rolled back), median over 20
-  pairs, with the buffers it touched (every index, HNSW included, gets a new entry: the update is not HOT).
+  pairs, with the buffers it touched (pair_stages' small B-trees get new entries: the pending-work indexes
+  name the checkpoint columns, so the update is not HOT; memory_pairs and its HNSW indexes are untouched).
 Results: bench/results/stages.json.
 """
 
