@@ -6,22 +6,27 @@
 --              subject created earlier in the batch is a candidate for a later name, by Postgres' cosine;
 --   same_name  the live subject whose text is exactly a name (the exact-string guard's unique index);
 --   live       which of the subject ids the pairs already carry are live (a retried pair reuses them).
--- The user's subjects are scanned exactly (MATERIALIZED keeps the planner off the shared HNSW index,
--- whose filtered search can miss close subjects when many users share it).
+-- The user's subjects are scanned exactly, never through the shared HNSW index, whose filtered search can
+-- miss close subjects when many users share it.
 WITH batch AS MATERIALIZED (
     SELECT name, embedding
     FROM unnest(%(names)s::text[], %(embeddings)s::vector[]) AS b(name, embedding)
 ),
-mine AS MATERIALIZED (
-    SELECT id, subject_text, description_text, embedding
-    FROM subjects
-    WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND archived_at IS NULL AND embedding IS NOT NULL
-),
+-- One pass over the user's live subjects, each compared with every name of the batch, each distance
+-- computed once (OFFSET 0 keeps the planner from copying the expression into the filter and the ranking).
+-- No ORDER BY … LIMIT over a distance, so the HNSW index is not a path. (Materialising the subjects first,
+-- as before, spilled a heavy user's 5 MB of vectors to disk and read them back once a name: 16 ms vs 8.5
+-- for three names against 3,277 subjects.)
 near AS (
-    SELECT b.name, m.id, m.subject_text, m.description_text, 1 - (m.embedding <=> b.embedding) AS similarity,
-           row_number() OVER (PARTITION BY b.name ORDER BY m.embedding <=> b.embedding, m.id) AS rank
-    FROM batch b CROSS JOIN mine m
-    WHERE 1 - (m.embedding <=> b.embedding) >= %(threshold)s
+    SELECT scored.name, scored.id, scored.subject_text, scored.description_text, 1 - scored.distance AS similarity,
+           row_number() OVER (PARTITION BY scored.name ORDER BY scored.distance, scored.id) AS rank
+    FROM (SELECT b.name, s.id, s.subject_text, s.description_text, s.embedding <=> b.embedding AS distance
+          FROM subjects s
+          CROSS JOIN batch b
+          WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
+            AND s.embedding IS NOT NULL
+          OFFSET 0) scored
+    WHERE 1 - scored.distance >= %(threshold)s
 )
 SELECT 'nearest' AS kind, name, NULL::text AS other_name, id AS subject_id, subject_text, description_text,
        similarity

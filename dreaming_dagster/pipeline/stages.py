@@ -391,7 +391,7 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
                 stats.name_kept_on_conflict += 1
             proposed.add(name)
             done.append((row, name, result.narrative))
-        vectors = embedder.embed([subject_embedding_text(name) for _, name, _ in done]) if done else []
+        vectors = embed_cached(embedder, [subject_embedding_text(name) for _, name, _ in done]) if done else []
         with database.connect() as conn, stage_transaction(conn):
             refused = _apply_refinements(conn, [(*item, vector) for item, vector in zip(done, vectors, strict=True)],
                                          user_id, kg_id, stats)
