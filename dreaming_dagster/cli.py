@@ -451,19 +451,31 @@ def run_with_dagster_env(argv: list[str]) -> int:
     # …` must work without the venv on PATH.
     tools = str(Path(sys.executable).parent)
     os.environ["PATH"] = tools + os.pathsep + os.environ.get("PATH", "")
-    try:
-        # Its own session: a terminal's Ctrl-C reaches only this process, which forwards it once.
-        child = subprocess.Popen(argv, start_new_session=True)
-    except FileNotFoundError:
-        _fail(f"command not found: {argv[0]}")
+    # The handlers go in before the child starts: a handled signal is reset to its default in a new
+    # program, an ignored one stays ignored. A script's background job (`cmd &`) starts with SIGINT
+    # ignored, and Dagster's processes map SIGTERM to SIGINT's handler, so a `dg dev` that inherited the
+    # ignore could not be stopped at all. A signal that arrives while the child starts is sent on after.
+    started: list[subprocess.Popen] = []
+    pending: list[int] = []
 
     def forward(signum, frame):
-        child.send_signal(signum)
+        if started:
+            started[0].send_signal(signum)
+        else:
+            pending.append(signum)
 
     # Forward SIGINT/SIGTERM and wait for the child, so this process exits normally afterwards and
     # releases the embedded server (atexit does not run when a signal kills Python).
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
+    try:
+        # Its own session: a terminal's Ctrl-C reaches only this process, which forwards it once.
+        child = subprocess.Popen(argv, start_new_session=True)
+    except FileNotFoundError:
+        _fail(f"command not found: {argv[0]}")
+    started.append(child)
+    for signum in pending:
+        child.send_signal(signum)
     return child.wait()
 
 

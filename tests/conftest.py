@@ -4,6 +4,7 @@ the real local embedder, and an OpenAI-protocol stub server for the openai provi
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,13 @@ from dreaming_dagster.embeddings import LocalMiniLMEmbedder, OpenAICompatibleEmb
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 from tests.openai_stub import OpenAIStub
+
+# A script's background job (`make test &`, nohup in a CI runner) starts with SIGINT ignored, and every
+# process a test starts would inherit that; Dagster's processes map SIGTERM to SIGINT's handler, so the
+# servers the tests start (a gRPC code location, `dg dev`) would ignore SIGTERM too and never stop. A handled
+# signal is reset to its default in a new program: the tests start processes as a terminal would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"

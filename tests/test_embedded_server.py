@@ -52,6 +52,22 @@ def test_exec_killed_by_sigterm_leaves_no_server(tmp_path):
             process.kill()
 
 
+def test_exec_gives_its_command_default_interrupt_handling(tmp_path):
+    """Started as a script's background job (SIGINT ignored), `dreaming exec` still starts its command with
+    SIGINT and SIGTERM at their defaults: Dagster's processes map SIGTERM to SIGINT's handler, so a `dg
+    dev` that inherited the ignore could not be stopped."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_") and k != "DAGSTER_HOME"}
+    env["DREAMING_DATA_DIR"] = str(tmp_path / "d")
+    report = ("import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, "
+              "signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)")
+    for _ in range(2):
+        result = subprocess.run([str(BIN / "dreaming"), "exec", "--", sys.executable, "-c", report], env=env,
+                                capture_output=True, text=True, timeout=120,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["False", "False"], result.stdout
+
+
 def _child_sleep_running(parent_pid: int) -> bool:
     import psutil
 
