@@ -15,6 +15,12 @@ def test_ingest_bench(tmp_path):
     assert result["ingest_embed"]["pairs_per_s"] > 0 and result["ingest_only"]["pairs_per_s"] > 0
 
 
+def test_embedding_batches_bench(tmp_path):
+    result = run_bench("embedding_batches", "--pairs", "2", "--bulk-pairs", "3", "--runs", "1", out=tmp_path / "r.json")
+    assert result["one_pair_at_a_time"]["pairs"] == 2 and result["bulk"]["texts"] == 6
+    assert result["one_pair_at_a_time"]["length_batches_p50_ms"] > 0 and result["largest_vector_difference"] < 1e-4
+
+
 def test_dreaming_bench_side_by_side(tmp_path):
     result = run_bench("dreaming", "--runs", "1", "--throughput-pairs", "20", "--background-pairs", "40",
                        "--latency-samples", "2", out=tmp_path / "r.json")

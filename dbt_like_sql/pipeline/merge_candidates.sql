@@ -32,9 +32,11 @@ SELECT 'nearest' AS kind, name, NULL::text AS other_name, id AS subject_id, subj
        similarity
 FROM near WHERE rank <= 5
 UNION ALL
-SELECT 'between', a.name, b.name, NULL, NULL, NULL, 1 - (a.embedding <=> b.embedding)
-FROM batch a CROSS JOIN batch b
-WHERE 1 - (a.embedding <=> b.embedding) >= %(threshold)s
+SELECT 'between', pairs.name, pairs.other_name, NULL, NULL, NULL, 1 - pairs.distance
+FROM (SELECT a.name, b.name AS other_name, a.embedding <=> b.embedding AS distance
+      FROM batch a CROSS JOIN batch b
+      OFFSET 0) pairs
+WHERE 1 - pairs.distance >= %(threshold)s
 UNION ALL
 SELECT 'same_name', b.name, NULL, s.id, s.subject_text, s.description_text, NULL
 FROM batch b
