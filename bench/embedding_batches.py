@@ -59,8 +59,9 @@ def main() -> None:
     embedder = LocalMiniLMEmbedder(batch_size=64)
     embedder.embed(["warm-up"])
     one_padded_call(["warm-up"])
-    tokenizer = _load_minilm().tokenizer
-    lengths = [[min(len(ids), 256) for ids in tokenizer(texts)["input_ids"]] for texts in single]
+    model = _load_minilm()
+    lengths = [[len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]]
+               for texts in single]
     assert all(len(texts) == 2 for texts in single), "every pair of the sample has both turns"
 
     ways = {"padded": one_padded_call, "length_batches": embedder.embed}
