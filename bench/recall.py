@@ -17,8 +17,13 @@ no generic plans, synchronous_commit off), p50/p99 of wall time including the ro
 - plain: ``retrieval/plain_top_k`` (top-50 by cosine through the HNSW index, nothing else);
 - composite: ``retrieval/composite_ranking`` with a cosine-only pool (lexical_pool_size 0), v3-shaped
   weights, top 10 (read-only);
-- hybrid: the same statement with the BM25 top-50 added to the pool, as recall() runs it by default;
-- hybrid + remember: the same, also recording the last-query time.
+- hybrid: the same statement with the BM25 top-50 added to the pool, as recall() runs it by default: the
+  top-50 found in the process from the query words' postings it holds (``retrieval/lexical_postings``;
+  one small statement reads the words' versions first, and blocks that changed are read again);
+- hybrid, statement pool: the same statement finding the BM25 top-50 itself (DREAMING_RECALL_LEXICAL_CACHE_MB
+  0, and every recall ``as_of`` a time); the rows of the two are compared query by query;
+- hybrid, cold cache: as hybrid, from an empty cache (a process's first recall with these words);
+- hybrid + remember: as hybrid, also recording the last-query time.
 Also: the query plans (HNSW used? exact fallback executed?), the HNSW pool's recall of the exact top-50,
 a light user sharing the index (fallback path), the profile statement, model file size / load / inference,
 question-type prediction and a real MiniLM query embedding. Results: bench/results/recall.json.
@@ -55,6 +60,7 @@ from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.ingest.readers import longmemeval_session_records
 from dreaming_dagster.ingest.records import Rejection, parse_pair
 from dreaming_dagster.retrieval.features import UserProfile, build_features
+from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile, refresh_profile
 from dreaming_dagster.retrieval.question_type import shipped_classifier
 from dreaming_dagster.retrieval.ranker import (
@@ -224,28 +230,47 @@ def main() -> None:
             return conn.execute(plain_sql, {"user_id": "heavy", "kg_id": "default", "query": q,
                                             "pool_size": args.pool_size}).fetchall()
 
-        def composite(q, text, lexical_pool_size=0, remember=False):
-            return composite_rows(conn, user_id="heavy", kg_id="default", query_embedding=q, query_text=text,
-                                  weights=weights, pool_size=args.pool_size, lexical_pool_size=lexical_pool_size,
-                                  row_limit=10, remember_query=remember)
+        # recall()'s lexical pool: found in the process from the postings it holds (lexical_postings.py),
+        # as a recall process with the default DREAMING_RECALL_LEXICAL_CACHE_MB does.
+        postings = WordPostingsCache(DreamingSettings().recall_lexical_cache_mb * 2**20)
 
-        series = {"plain": [], "composite": [], "hybrid": [], "hybrid_remember": []}
+        def composite(q, text, lexical_pool_size=0, remember=False, cache=None):
+            return composite_rows(conn, lexical_postings=cache, user_id="heavy", kg_id="default", query_embedding=q,
+                                  query_text=text, weights=weights, pool_size=args.pool_size,
+                                  lexical_pool_size=lexical_pool_size, row_limit=10, remember_query=remember)
+
+        series = {"plain": [], "composite": [], "hybrid": [], "hybrid_statement_pool": [], "hybrid_cold_cache": [],
+                  "hybrid_remember": []}
         calls = {"plain": lambda q, text: plain(q), "composite": composite,
-                 "hybrid": lambda q, text: composite(q, text, args.lexical_pool_size),
-                 "hybrid_remember": lambda q, text: composite(q, text, args.lexical_pool_size, remember=True)}
+                 "hybrid": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings),
+                 "hybrid_statement_pool": lambda q, text: composite(q, text, args.lexical_pool_size),
+                 # A process's first recall with these words: every block of theirs read from the database.
+                 "hybrid_cold_cache": lambda q, text: composite(
+                     q, text, args.lexical_pool_size, cache=WordPostingsCache(postings.max_bytes)),
+                 "hybrid_remember": lambda q, text: composite(q, text, args.lexical_pool_size, remember=True,
+                                                              cache=postings)}
+        same_rows = 0
         for i, (q, text) in enumerate(tqdm(list(zip(queries, query_texts, strict=True)), desc="side-by-side queries")):
             order = list(calls)
             random.shuffle(order)
+            got = {}
             for name in order:
                 started = time.perf_counter()
-                rows = calls[name](q, text)
+                rows = got[name] = calls[name](q, text)
                 elapsed = (time.perf_counter() - started) * 1000
                 if i >= 10:  # the first ten warm the caches
                     series[name].append(elapsed)
                 assert len(rows) == (args.pool_size if name == "plain" else 10), (name, len(rows))
+            # Pairs, order and BM25 (scores move with the clock: rec_exp is computed at each call's now).
+            same_rows += [(r["id"], r["in_lexical_pool"], r["bm25"]) for r in got["hybrid"]] == [
+                (r["id"], r["in_lexical_pool"], r["bm25"]) for r in got["hybrid_statement_pool"]]
         latency = {name: summary(values) for name, values in series.items()}
-        for numerator, denominator in (("hybrid", "composite"), ("composite", "plain"), ("hybrid", "plain"),
-                                       ("hybrid_remember", "composite")):
+        latency["hybrid_rows_equal_to_statement_pool"] = f"{same_rows}/{len(queries)}"
+        latency["postings_held_mb"] = round(postings.held_bytes / 2**20, 1)
+        latency["postings_blocks_read"] = postings.fetched_blocks
+        for numerator, denominator in (("hybrid", "composite"), ("hybrid_statement_pool", "composite"),
+                                       ("hybrid_cold_cache", "composite"), ("composite", "plain"),
+                                       ("hybrid", "plain"), ("hybrid_remember", "composite")):
             for stat in ("p50", "p99"):
                 latency[f"ratio_{numerator}_to_{denominator}_{stat}"] = round(
                     latency[numerator][f"{stat}_ms"] / latency[denominator][f"{stat}_ms"], 2)
@@ -391,7 +416,8 @@ def main() -> None:
                                               "profile_statement", "ef_search_sweep", "model")}, indent=2))
     print(f"heavy user ({args.pairs:,} pairs): plain p50 {lat['plain']['p50_ms']} ms · composite p50 "
           f"{lat['composite']['p50_ms']} ms · hybrid p50 {lat['hybrid']['p50_ms']} ms p99 {lat['hybrid']['p99_ms']} · "
-          f"hybrid/composite p50 {lat['ratio_hybrid_to_composite_p50']}")
+          f"hybrid/composite p50 {lat['ratio_hybrid_to_composite_p50']} (statement pool: "
+          f"{lat['ratio_hybrid_statement_pool_to_composite_p50']}; rows equal {lat['hybrid_rows_equal_to_statement_pool']})")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval
 def test_recall_bench(tmp_path):
     result = run_bench("recall", "--pairs", "1500", "--subjects", "300", "--topics", "20", "--light-users", "3",
                        "--queries", "15", out=tmp_path / "r.json")
-    assert result["data"]["heavy_user_postings"] > 0 and result["latency_heavy_user"]["hybrid"]
+    latency = result["latency_heavy_user"]
+    assert result["data"]["heavy_user_postings"] > 0 and latency["hybrid"] and latency["hybrid_statement_pool"]
+    # The pool found in the process and the statement's own draw the same rows, query by query.
+    assert latency["hybrid_rows_equal_to_statement_pool"] == "25/25" and latency["postings_blocks_read"] > 0
 
 
 def test_lexical_bench(tmp_path):

@@ -3,7 +3,9 @@
 --
 -- Parameters: user_id, kg_id, query (vector), query_text, pool_size (vector candidates), lexical_pool_size
 -- (BM25 candidates; 0 for a vector-only pool), lexical_seed_postings (how many postings the lexical
--- pool's first round reads: speed only, the pool is exact), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
+-- pool's first round reads: speed only, the pool is exact), lexical_pool_pairs (bigint[] or NULL: the pair
+-- numbers of the BM25 top lexical_pool_size found by the caller, ties at the cut included — see
+-- lexical_supplied below; NULL: this statement finds them), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
 -- that happened before it), reference_time (the "now" of rec_exp: as_of or the wall clock), session_id
 -- (the caller's session or NULL), weights (float8[8], in signal order), scale, row_limit, remember_query,
 -- hub_share and hub_min_pairs (pipeline/hubs.HubRule), graph_pool_size (graph candidates; 0: none) and
@@ -122,7 +124,7 @@ word_bounds AS MATERIALIZED (
                      * (1 + 1e-9) AS bound
           FROM term_weights tw
           JOIN word_blocks b ON b.lexeme_id = tw.lexeme_id
-          WHERE %(lexical_pool_size)s > 0) bounded
+          WHERE %(lexical_pool_size)s > 0 AND %(lexical_pool_pairs)s::bigint[] IS NULL) bounded
 ),
 seed_sums AS MATERIALIZED (
     SELECT p.pair_no,
@@ -220,9 +222,22 @@ second_scores AS MATERIALIZED (
       AND NOT EXISTS (SELECT 1 FROM first_scores f WHERE f.pair_no = lc.pair_no)
       AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
 ),
+-- Or the pairs the caller found (retrieval/lexical_postings.py: the exact top from postings held in the
+-- recall process), scored here exactly as the rounds above score theirs and cut the same way below. They
+-- come from the user's own words; the candidates' join with memory_pairs is scoped by user all the same.
+lexical_supplied AS MATERIALIZED (
+    SELECT w.pair_id, scored.bm25
+    FROM pair_words w
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+    WHERE w.pair_no = ANY(%(lexical_pool_pairs)s::bigint[]) AND %(lexical_pool_size)s > 0
+      AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
+),
 lexical_pool AS MATERIALIZED (
     SELECT scored.id, scored.bm25
-    FROM (SELECT pair_id AS id, bm25 FROM first_scores UNION ALL SELECT pair_id, bm25 FROM second_scores) scored
+    FROM (SELECT pair_id AS id, bm25 FROM first_scores UNION ALL SELECT pair_id, bm25 FROM second_scores
+          UNION ALL SELECT pair_id, bm25 FROM lexical_supplied) scored
     ORDER BY scored.bm25 DESC, scored.id
     LIMIT %(lexical_pool_size)s
 ),

@@ -101,6 +101,9 @@ class DreamingSettings(BaseSettings):
     recall_lexical_seed_postings: int = Field(default=512, ge=0, le=100_000_000)
     """postings the lexical pool's first round reads (the best-bounded blocks of the query's words) to set the bar
     the rest must reach; speed only: the pool is the exact BM25 top whatever the value (0 reads every posting)"""
+    recall_lexical_cache_mb: int = Field(default=256, ge=0, le=1_000_000)
+    """memory a recalling process may hold the query words' postings in, to find the lexical pool itself (the same
+    exact BM25 top as the statement's, a few milliseconds instead of tens on a large user); 0: the statement finds it"""
     recall_graph_pool_size: int = Field(default=20, ge=0, le=1000)
     """recall candidates reached through the subjects nearest the query (pairs the vector and BM25 sides missed); 0
     turns the graph side off"""

@@ -2,7 +2,9 @@
 
 One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool (the top pairs by
 cosine and the top pairs by BM25 over the user's lexical index), computes every signal, scores and orders;
-it also records the user's last-query time. With a trained model loaded, one
+it also records the user's last-query time. The BM25 top is found in this process from the query words'
+postings it holds (``lexical_postings.py``: one small statement reads their versions first) and handed to
+that statement, which finds the same pairs itself when no postings are held (``as_of``, a cache of 0 MB). With a trained model loaded, one
 small statement before it reads the model's per-user inputs (``retrieval/user_profile``), then the model
 runs (well under a millisecond). With no model the ranking is pure cosine and the profile is skipped.
 """
@@ -37,6 +39,7 @@ from dreaming_dagster.ingest.records import (
 )
 from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.features import QUESTION_TYPES, build_features
+from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.question_type import QuestionTypeClassifier, shipped_classifier
 from dreaming_dagster.retrieval.ranker import (
@@ -179,30 +182,42 @@ def validate_request(user_id: object, query: object, k: object = 10, session_id:
                          as_of=parsed_as_of)
 
 
-def composite_rows(conn: psycopg.Connection, **arguments: Any) -> list[dict]:
+def composite_rows(conn: psycopg.Connection, *, lexical_postings: WordPostingsCache | None = None,
+                   **arguments: Any) -> list[dict]:
     """Run the composite statement with :func:`composite_parameters`' arguments: the pool with its eight
     signals and scores, best first.
 
     Training calls this with ``row_limit=pool_size + lexical_pool_size`` to read the whole pool; recall
-    with its k. ``lexical_pool_size=0`` gives the cosine-only pool (``lex`` is still computed).
+    with its k. ``lexical_pool_size=0`` gives the cosine-only pool (``lex`` is still computed). With
+    ``lexical_postings`` (an enabled cache) and no ``as_of``, the BM25 top is found in this process from the
+    postings it holds (the same pairs, faster: retrieval/lexical_postings.py); otherwise by the statement.
     """
-    return conn.execute(load_sql("retrieval/composite_ranking"), composite_parameters(**arguments)).fetchall()
+    parameters = composite_parameters(**arguments)
+    if (lexical_postings is not None and lexical_postings.enabled and parameters["lexical_pool_size"] > 0
+            and parameters["as_of"] is None):
+        parameters["lexical_pool_pairs"] = lexical_postings.pool_pairs(
+            conn, user_id=parameters["user_id"], kg_id=parameters["kg_id"], query_text=parameters["query_text"],
+            k=parameters["lexical_pool_size"], k1=parameters["bm25_k1"], b=parameters["bm25_b"])
+    return conn.execute(load_sql("retrieval/composite_ranking"), parameters).fetchall()
 
 
 def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarray, query_text: str,
                          weights: SignalWeights, pool_size: int = DEFAULT_POOL_SIZE,
                          lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
                          lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
+                         lexical_pool_pairs: list[int] | None = None,
                          row_limit: int | None = None,
                          as_of: datetime | None = None, reference_time: datetime | None = None,
                          session_id: str | None = None, remember_query: bool = False,
                          hubs: HubRule = DEFAULT_HUB_RULE, graph: GraphSide = NO_GRAPH_SIDE) -> dict[str, Any]:
-    """The composite statement's parameters (also what EXPLAIN in tests and benchmarks binds)."""
+    """The composite statement's parameters (also what EXPLAIN in tests and benchmarks binds).
+    ``lexical_pool_pairs``: the BM25 top found by :class:`WordPostingsCache` (None: the statement finds it)."""
     return {
         "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
         # recall() rejects what Postgres text cannot hold; training's dataset questions are cleaned here.
         "query_text": clean_text(query_text), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
-        "lexical_seed_postings": lexical_pruning.seed_postings, "bm25_k1": BM25_K1, "bm25_b": BM25_B,
+        "lexical_seed_postings": lexical_pruning.seed_postings, "lexical_pool_pairs": lexical_pool_pairs,
+        "bm25_k1": BM25_K1, "bm25_b": BM25_B,
         "row_limit": row_limit or pool_size + lexical_pool_size + graph.pool_size, "as_of": as_of,
         "reference_time": reference_time or as_of or datetime.now(UTC), "session_id": session_id,
         "weights": list(weights.weights), "scale": weights.scale, "remember_query": remember_query,
@@ -245,14 +260,19 @@ class Recaller:
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
                  lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
                  ef_search: int = DECLARED_DEFAULTS.recall_ef_search, hubs: HubRule = DEFAULT_HUB_RULE,
-                 graph: GraphSide = DEFAULT_GRAPH_SIDE, connections: int = DECLARED_DEFAULTS.recall_connections):
+                 graph: GraphSide = DEFAULT_GRAPH_SIDE, connections: int = DECLARED_DEFAULTS.recall_connections,
+                 lexical_cache_mb: int = DECLARED_DEFAULTS.recall_lexical_cache_mb):
         if not 1 <= connections <= 1000:
             raise ValueError(f"connections must be between 1 and 1000, got {connections}")
         if not 1 <= pool_size <= 1000:
             raise ValueError(f"pool_size must be between 1 and 1000, got {pool_size}")
         if not 0 <= lexical_pool_size <= 1000:
             raise ValueError(f"lexical_pool_size must be between 0 and 1000, got {lexical_pool_size}")
+        if not 0 <= lexical_cache_mb <= 1_000_000:
+            raise ValueError(f"lexical_cache_mb must be between 0 and 1000000, got {lexical_cache_mb}")
         self.lexical_pool_size, self.lexical_pruning = lexical_pool_size, lexical_pruning
+        # The query words' postings held in this process: the lexical pool found here (lexical_postings.py).
+        self.lexical_postings = WordPostingsCache(lexical_cache_mb * 2**20)
         self.database, self.embedder = database, embedder
         self.ranker_path = Path(ranker_path) if ranker_path else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
@@ -310,7 +330,7 @@ class Recaller:
                    lexical_pool_size=settings.recall_lexical_pool_size,
                    lexical_pruning=LexicalPruning.from_settings(settings), ef_search=settings.recall_ef_search,
                    hubs=HubRule.from_settings(settings), graph=GraphSide.from_settings(settings),
-                   connections=settings.recall_connections)
+                   connections=settings.recall_connections, lexical_cache_mb=settings.recall_lexical_cache_mb)
 
     def close(self) -> None:
         with self._lock:
@@ -353,7 +373,7 @@ class Recaller:
                 weights = predict_weights(ranker, query_embedding, features)
                 timings["model"] = (time.perf_counter() - started) * 1000
             started = time.perf_counter()
-            rows = composite_rows(conn, user_id=request.user_id, kg_id=request.kg_id,
+            rows = composite_rows(conn, lexical_postings=self.lexical_postings, user_id=request.user_id, kg_id=request.kg_id,
                                   query_embedding=query_embedding, query_text=request.query, weights=weights,
                                   pool_size=pool_size, lexical_pool_size=self.lexical_pool_size,
                                   lexical_pruning=self.lexical_pruning,

@@ -1,0 +1,323 @@
+"""The lexical pool computed in the recall process: the exact BM25 top-k from word postings held in memory.
+
+The composite statement can find the exact BM25 top-k itself (a threshold algorithm over the word blocks
+of migration 0017), but in SQL that costs 15-30 ms on a user with 100,000 pairs: grouping ~60,000
+postings by pair is the floor. Here the postings of the query's words are kept in the recall process as
+arrays, every posting is scored (a vectorised sum, no pruning: exact by construction) and the pairs at or
+above the k-th best score go to the statement as ``lexical_pool_pairs``, where they are scored again from
+their ``pair_words`` rows exactly as the statement's own pool would be, cut at k (ties by pair id) and
+ranked. Serving and the statement's pool therefore draw the same pairs (tests/test_lexical.py).
+
+Freshness: every recall first reads the query words' idf and the version of each of their blocks
+(``retrieval/lexical_query_words``, one small statement) and fetches only blocks that are new or changed
+(``retrieval/word_block_postings``). A saved pair changes its words' tail blocks, so the next recall sees
+it; a pair saved between that read and the composite statement (a few milliseconds) is ranked if another
+side draws it and pooled by BM25 from the next recall on. A recall ``as_of`` a time, and a cache of 0 MB,
+use the statement's own pool.
+
+Memory: postings are held per (user, word) and evicted least recently used past ``max_bytes`` (about 24
+bytes a posting). Tenancy: entries are keyed by user, and both statements read only the user's own words.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+
+from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1
+from dreaming_dagster.sql import load_sql
+
+# What holding a posting costs: its dense pair index (int32), term frequency and pair length (float32:
+# small integers, exact) and its weight's three parts under the cache's k1 and b (float64); and a pair's
+# entry in its user's index of pair numbers (a list slot with its int, and the sorted copy).
+BYTES_PER_POSTING = 36
+BYTES_PER_PAIR = 28
+# Pairs at or above (1 - slack) x the k-th best score go to the statement, which rescores them exactly
+# and cuts at k: this side's float sums may differ from Postgres' in the last bits, never by this much.
+SCORE_SLACK = 1e-9
+
+
+class _UserPairs:
+    """A user's pair numbers as dense indexes (so a query's sums are one bincount over a short array).
+    Append-only: an index, once given, keeps its pair. Lookups are vectorised (a sorted copy searched)."""
+
+    def __init__(self) -> None:
+        self.pair_nos: list[int] = []  # dense index -> pair number
+        self._sorted = np.zeros(0, dtype=np.int64)  # the pair numbers known, sorted
+        self._sorted_dense = np.zeros(0, dtype=np.int32)  # their dense indexes
+
+    def dense(self, pair_nos: np.ndarray) -> np.ndarray:
+        positions = np.searchsorted(self._sorted, pair_nos)
+        known = positions < len(self._sorted)
+        known[known] = self._sorted[positions[known]] == pair_nos[known]
+        if not known.all():
+            new = np.unique(pair_nos[~known])
+            dense_new = np.arange(len(self.pair_nos), len(self.pair_nos) + len(new), dtype=np.int32)
+            self.pair_nos.extend(new.tolist())
+            at = np.searchsorted(self._sorted, new)
+            self._sorted = np.insert(self._sorted, at, new)
+            self._sorted_dense = np.insert(self._sorted_dense, at, dense_new)
+            positions = np.searchsorted(self._sorted, pair_nos)
+        return self._sorted_dense[positions]
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """A word's blocks as the database has them now: (block, version, sent) in block order, and the postings
+    of the blocks sent, joined in that order."""
+
+    blocks: list[tuple[int, tuple[int, int], bool]]
+    pair_nos: np.ndarray
+    term_frequencies: np.ndarray
+    pair_lengths: np.ndarray
+
+    @classmethod
+    def empty(cls) -> _Listing:
+        return cls([], np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.float32))
+
+
+@dataclass(frozen=True)
+class _Word:
+    """A word's postings, its blocks joined. ``blocks`` maps a block to its version (xmin, posting count)
+    and its slice of the arrays, so a changed block is replaced without reading the others again."""
+
+    version: tuple[int, int]  # its user_lexemes row's (xmin, pair_count): see lexical_query_words.sql
+    blocks: dict[int, tuple[tuple[int, int], int, int]]
+    dense: np.ndarray  # int32 indexes into the user's pair numbers
+    term_frequencies: np.ndarray  # float32
+    pair_lengths: np.ndarray  # float32
+    # A posting's BM25 weight is idf x numerator / (base + slope / average length) under the cache's k1
+    # and b: four vector operations a query instead of eight.
+    numerator: np.ndarray
+    base: np.ndarray
+    slope: np.ndarray
+
+    @property
+    def postings(self) -> int:
+        return len(self.dense)
+
+    @classmethod
+    def joined(cls, version: tuple[int, int], parts: list[tuple[int, tuple[int, int], np.ndarray, np.ndarray, np.ndarray]],
+               k1: float, b: float) -> _Word:
+        """From (block, block version, dense indexes, term frequencies, pair lengths) in block order."""
+        blocks, start = {}, 0
+        for block_no, block_version, dense, _, _ in parts:
+            blocks[block_no] = (block_version, start, start + len(dense))
+            start += len(dense)
+        dense = _concat([part[2] for part in parts], np.int32)
+        term_frequencies = _concat([part[3] for part in parts], np.float32)
+        pair_lengths = _concat([part[4] for part in parts], np.float32)
+        tf = term_frequencies.astype(np.float64)
+        return cls(version, blocks, dense, term_frequencies, pair_lengths, numerator=tf * (k1 + 1),
+                   base=tf + k1 * (1 - b), slope=k1 * b * pair_lengths.astype(np.float64))
+
+    def block(self, block_no: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        _, start, stop = self.blocks[block_no]
+        return self.dense[start:stop], self.term_frequencies[start:stop], self.pair_lengths[start:stop]
+
+    def weights(self, idf: float, average_length: float, k1: float, b: float, cache_k1: float, cache_b: float
+                ) -> np.ndarray:
+        if (k1, b) == (cache_k1, cache_b):
+            return idf * self.numerator / (self.base + self.slope / average_length)
+        return bm25_weights(idf, self.term_frequencies.astype(np.float64), self.pair_lengths.astype(np.float64),
+                            average_length, k1, b)
+
+
+def bm25_weights(idf: float, term_frequencies: np.ndarray, pair_lengths: np.ndarray, average_length: float,
+                 k1: float, b: float) -> np.ndarray:
+    """One word's BM25 term weight for each posting (the formula of ``bm25_term_weight``, migration 0010)."""
+    return idf * term_frequencies * (k1 + 1) / (term_frequencies + k1 * (1 - b + b * pair_lengths / average_length))
+
+
+def top_k_indexes(scores: np.ndarray, k: int, slack: float = SCORE_SLACK) -> np.ndarray:
+    """Indexes of the scores at or above (1 - slack) x the k-th best positive score (every positive score
+    when there are k or fewer): the top k with every tie at the cut, and a margin for rounding."""
+    positive = np.flatnonzero(scores > 0)
+    if len(positive) <= k:
+        return positive
+    values = scores[positive]
+    kth = np.partition(values, len(values) - k)[len(values) - k]
+    return positive[values >= kth * (1 - slack)]
+
+
+class WordPostingsCache:
+    """Word postings of the users recalled, held in this process; thread-safe. See the module docstring."""
+
+    def __init__(self, max_bytes: int, k1: float = BM25_K1, b: float = BM25_B):
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
+        self.max_bytes, self.k1, self.b = max_bytes, k1, b
+        self._lock = threading.Lock()
+        self._words: OrderedDict[tuple, _Word] = OrderedDict()  # (server, database, user, kg, word): LRU order
+        self._users: dict[tuple, _UserPairs] = {}
+        self._user_words: Counter[tuple] = Counter()  # words held per user entry
+        self._bytes = 0
+        self.fetched_blocks = 0  # blocks read from the database since creation (tests and benchmarks)
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    @property
+    def held_bytes(self) -> int:
+        with self._lock:
+            return self._bytes + sum(len(pairs.pair_nos) for pairs in self._users.values()) * BYTES_PER_PAIR
+
+    def pool_pairs(self, conn: psycopg.Connection, *, user_id: str, kg_id: str, query_text: str, k: int,
+                   k1: float, b: float) -> list[int]:
+        """The pair numbers of the exact BM25 top ``k`` of the user's pairs for ``query_text`` (with every
+        tie at the cut and a rounding margin: the statement cuts at k), from current postings."""
+        rows = conn.execute(load_sql("retrieval/lexical_query_words"),
+                            {"user_id": user_id, "kg_id": kg_id, "query_text": query_text}).fetchall()
+        if not rows or k <= 0:
+            return []
+        # Keyed by the server's start and the database: another cluster, or a database made anew, can
+        # reuse word ids and transaction ids, never both with the same key.
+        user_key = (rows[0]["server_started"], rows[0]["database_oid"], user_id, kg_id)
+        versions = {row["lexeme_id"]: (row["version"], row["pair_count"]) for row in rows}
+        listing: dict[int, _Listing] = {}
+        for attempt in range(3):
+            # What another thread evicts between the two steps below is read again; the third time every
+            # word is read whole (nothing held is relied on), so the loop ends there.
+            stale, held = self._stale_words(user_key, versions, listing, trust_held=attempt < 2)
+            if stale:
+                listing.update(self._fetch(conn, user_id=user_id, kg_id=kg_id, words=stale, held=held))
+            updated = self._update(user_key, versions, listing)
+            if updated is not None:
+                break
+        else:
+            raise RuntimeError("lexical postings: blocks kept being evicted while read (raise the cache size)")
+        words, pair_nos, known = updated
+        dense, weights = [], []
+        for row in rows:
+            word = words[row["lexeme_id"]]
+            if word.postings:
+                dense.append(word.dense)
+                weights.append(word.weights(row["idf"], row["average_length"], k1, b, self.k1, self.b))
+        if not dense:
+            return []
+        scores = np.bincount(np.concatenate(dense), weights=np.concatenate(weights), minlength=known)
+        return [pair_nos[index] for index in top_k_indexes(scores, k).tolist()]
+
+    # -- the cache --------------------------------------------------------------------------------
+    def _stale_words(self, user_key: tuple, versions: dict[int, tuple[int, int]], listing: dict[int, _Listing],
+                     *, trust_held: bool) -> tuple[list[int], list[tuple[int, int, int]]]:
+        """Words not held at their current version (and not listed yet), and the blocks held of them
+        (word, block, xmin), whose postings the database need not send again."""
+        if not trust_held:
+            return list(versions), []
+        stale: list[int] = []
+        held: list[tuple[int, int, int]] = []
+        with self._lock:
+            for lexeme_id, version in versions.items():
+                word = self._words.get((*user_key, lexeme_id))
+                if word is not None and word.version == version:
+                    continue
+                if lexeme_id in listing:
+                    continue
+                stale.append(lexeme_id)
+                if word is not None:
+                    held.extend((lexeme_id, block_no, block_version[0])
+                                for block_no, (block_version, _, _) in word.blocks.items())
+        return stale, held
+
+    def _fetch(self, conn: psycopg.Connection, *, user_id: str, kg_id: str, words: Sequence[int],
+               held: Sequence[tuple[int, int, int]]) -> dict[int, _Listing]:
+        rows = conn.execute(load_sql("retrieval/word_block_postings"),
+                            {"user_id": user_id, "kg_id": kg_id, "lexeme_ids": list(words),
+                             "held_lexeme_ids": [h[0] for h in held], "held_block_nos": [h[1] for h in held],
+                             "held_versions": [h[2] for h in held]}).fetchall()
+        listing = {lexeme_id: _Listing.empty() for lexeme_id in words}  # a word without blocks holds nothing
+        for row in rows:
+            listing[row["lexeme_id"]] = _Listing(
+                [(block_no, (version, count), sent) for block_no, version, count, sent in
+                 zip(row["block_nos"], row["versions"], row["posting_counts"], row["sent"], strict=True)],
+                _parse(row["pair_nos"], np.int64), _parse(row["term_frequencies"], np.float32),
+                _parse(row["pair_lengths"], np.float32))
+        with self._lock:
+            self.fetched_blocks += sum(sent for row in rows for sent in row["sent"])
+        return listing
+
+    def _update(self, user_key: tuple, versions: dict[int, tuple[int, int]], listing: dict[int, _Listing]
+                ) -> tuple[dict[int, _Word], list[int], int] | None:
+        """Every query word's postings (listed words rebuilt from their listing, the others as held), the
+        user's pair numbers their dense indexes point into and how many of those there are now; the words
+        are kept within the budget. None, cache untouched, when something relied on as held was evicted
+        meanwhile by another thread."""
+        with self._lock:
+            for lexeme_id, version in versions.items():
+                word = self._words.get((*user_key, lexeme_id))
+                if lexeme_id in listing:
+                    if any(not sent and (word is None or word.blocks.get(block_no, (None,))[0] != block_version)
+                           for block_no, block_version, sent in listing[lexeme_id].blocks):
+                        return None
+                elif word is None or word.version != version:
+                    return None
+            pairs = self._users.setdefault(user_key, _UserPairs())
+            # Every sent posting's dense index in one vectorised call, then split back by word.
+            listed = [lexeme_id for lexeme_id in versions if lexeme_id in listing]
+            sent_dense = dict(zip(listed, _split(pairs.dense(_concat([listing[w].pair_nos for w in listed], np.int64)),
+                                                 [len(listing[w].pair_nos) for w in listed]), strict=True))
+            words: dict[int, _Word] = {}
+            for lexeme_id, version in versions.items():
+                key = (*user_key, lexeme_id)
+                old = self._words.get(key)
+                if lexeme_id not in listing:
+                    word = old
+                else:
+                    # A block the listing sends is new or changed; one it names without postings is held.
+                    # Held words index into this same user entry: it is dropped only with its last word.
+                    # The listing is at least as new as ``version`` (read after it): a later change shows
+                    # as a newer version next time and is read again then.
+                    got, dense, parts, offset = listing[lexeme_id], sent_dense[lexeme_id], [], 0
+                    for block_no, block_version, sent in got.blocks:
+                        if sent:
+                            stop = offset + block_version[1]
+                            parts.append((block_no, block_version, dense[offset:stop],
+                                          got.term_frequencies[offset:stop], got.pair_lengths[offset:stop]))
+                            offset = stop
+                        else:
+                            parts.append((block_no, block_version, *old.block(block_no)))
+                    if offset != len(dense):
+                        raise RuntimeError(f"word {lexeme_id}: blocks' posting counts disagree with their postings")
+                    word = _Word.joined(version, parts, self.k1, self.b)
+                words[lexeme_id] = word
+                if old is not None:
+                    self._bytes -= old.postings * BYTES_PER_POSTING
+                    del self._words[key]
+                else:
+                    self._user_words[user_key] += 1
+                self._words[key] = word  # most recently used last
+                self._bytes += word.postings * BYTES_PER_POSTING
+            # The list only grows (an index, once given, keeps its pair), so no copy is needed; its length
+            # now bounds every index the words above hold.
+            known = len(pairs.pair_nos)
+            self._evict()
+        return words, pairs.pair_nos, known
+
+    def _evict(self) -> None:
+        pair_bytes = sum(len(pairs.pair_nos) for pairs in self._users.values()) * BYTES_PER_PAIR
+        while self._words and self._bytes + pair_bytes > self.max_bytes:
+            key, word = self._words.popitem(last=False)
+            self._bytes -= word.postings * BYTES_PER_POSTING
+            self._user_words[key[:4]] -= 1
+            if not self._user_words[key[:4]]:
+                del self._user_words[key[:4]]
+                pair_bytes -= len(self._users.pop(key[:4]).pair_nos) * BYTES_PER_PAIR
+
+
+def _split(array: np.ndarray, lengths: list[int]) -> list[np.ndarray]:
+    return np.split(array, np.cumsum(lengths)[:-1]) if lengths else []
+
+
+def _parse(text: str, dtype) -> np.ndarray:
+    return np.fromstring(text, sep=",", dtype=dtype) if text else np.zeros(0, dtype=dtype)
+
+
+def _concat(arrays: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)

@@ -1,0 +1,174 @@
+"""The lexical pool found in the recall process (retrieval/lexical_postings.py) on real Postgres: it draws
+the same pairs, with the same scores and ranks, as the statement's own exact pool — after saves that append
+to tails and re-sort words, after deletes, under a cache too small to hold a query, from threads, for
+several users and databases through one cache — and it reads again only what changed."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.ingest.save import save_validated_pairs
+from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache, top_k_indexes
+from dreaming_dagster.retrieval.ranker import COSINE_ONLY
+from dreaming_dagster.retrieval.recaller import Recaller, composite_rows
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
+from tests.retrieval_fixtures import EPOCH, HashEmbedder, text_vector
+from tests.test_lexical import QUERIES, exact_top, zipf_pairs
+
+MB = 2**20
+
+
+def ranked(database, user_id: str, query: str, k: int, cache: WordPostingsCache | None, as_of=None,
+           pool_size: int = 1) -> list[tuple]:
+    """The composite statement's rows for a lexical pool of k: (pair, in which pools, bm25, score)."""
+    with database.connect() as conn:
+        rows = composite_rows(conn, lexical_postings=cache, user_id=user_id, kg_id="default",
+                              query_embedding=text_vector(query), query_text=query, weights=COSINE_ONLY,
+                              pool_size=pool_size, lexical_pool_size=k, as_of=as_of)
+    return [(str(r["id"]), r["in_vector_pool"], r["in_lexical_pool"], r["bm25"], r["score"])
+            for r in rows]
+
+
+def lexical_scores(rows: list[tuple]) -> list[float]:
+    return sorted((bm25 for _, _, in_lexical, bm25, _ in rows if in_lexical), reverse=True)
+
+
+def save(database, user_id: str, pairs) -> None:
+    save_validated_pairs(database, HashEmbedder(), user_id, "default", pairs, embed=False, index_words=True)
+
+
+def test_the_cached_pool_is_the_statements_pool_through_saves_resorts_and_deletes(database):
+    cache = WordPostingsCache(64 * MB)
+    pairs = zipf_pairs(700, seed=11)
+    for chunk in range(7):  # tails appended across statements, words re-sorted on the way
+        save(database, "gil", pairs[chunk * 100:][:100])
+        for query in QUERIES:
+            for k in (1, 10, 40):
+                served = ranked(database, "gil", query, k, cache)
+                assert served == ranked(database, "gil", query, k, None), (chunk, query, k)
+                assert lexical_scores(served) == pytest.approx(exact_top(database, "gil", query, k), rel=1e-9)
+    # Nothing changed: nothing is read again.
+    fetched = cache.fetched_blocks
+    for query in QUERIES:
+        ranked(database, "gil", query, 10, cache)
+    assert cache.fetched_blocks == fetched
+    # One new pair with two of the query words: only their tail blocks are read again.
+    save(database, "gil", [replace(zipf_pairs(1, seed=5)[0], **{
+        "assistant_message": "garden piano", "turn_index": 9_000, "occurred_at": EPOCH + timedelta(hours=9_000)})])
+    served = ranked(database, "gil", "garden piano", 10, cache)
+    assert served == ranked(database, "gil", "garden piano", 10, None)
+    assert 1 <= cache.fetched_blocks - fetched <= 2
+    # Deletes reach into sorted blocks.
+    with database.connect() as conn:
+        conn.execute("DELETE FROM memory_pairs WHERE user_id = 'gil' AND turn_index % 7 = 3")
+    for query in QUERIES:
+        assert ranked(database, "gil", query, 25, cache) == ranked(database, "gil", query, 25, None)
+        assert lexical_scores(ranked(database, "gil", query, 25, cache)) == pytest.approx(
+            exact_top(database, "gil", query, 25), rel=1e-9)
+
+
+def test_a_cache_smaller_than_a_query_stays_exact_and_within_its_budget(database):
+    save(database, "gil", zipf_pairs(400, seed=3))
+    tiny = WordPostingsCache(3_000)  # a few blocks' worth: every query evicts
+    for _ in range(2):
+        for query in QUERIES:
+            assert ranked(database, "gil", query, 20, tiny) == ranked(database, "gil", query, 20, None)
+            assert tiny.held_bytes <= tiny.max_bytes
+
+
+def test_recalls_from_threads_with_evictions_racing_draw_the_same_pools(database):
+    save(database, "gil", zipf_pairs(500, seed=7))
+    expected = {query: ranked(database, "gil", query, 30, None) for query in QUERIES}
+    cache = WordPostingsCache(40_000)  # holds about one query's words: threads evict each other's
+    failures: list[str] = []
+
+    def worker(offset: int) -> None:
+        for round_ in range(6):
+            query = QUERIES[(offset + round_) % len(QUERIES)]
+            if ranked(database, "gil", query, 30, cache) != expected[query]:
+                failures.append(query)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_one_cache_serves_users_and_databases_apart(database, pg_admin_url):
+    """The same words for two users, and the same user, word ids and pair numbers in another database (a
+    new database numbers its words and pairs anew): each pool holds only its own user's pairs, exactly."""
+    other = Database(embedded.scratch_database_url(pg_admin_url, "t"))
+    save(database, "ann", zipf_pairs(200, seed=1))
+    save(database, "bob", zipf_pairs(200, seed=2))
+    save(other, "ann", zipf_pairs(200, seed=9))
+    cache = WordPostingsCache(64 * MB)
+    for _ in range(2):
+        for db, user in ((database, "ann"), (database, "bob"), (other, "ann")):
+            with db.connect() as conn:
+                owned = {str(r["id"]) for r in conn.execute("SELECT id FROM memory_pairs WHERE user_id = %s", (user,))}
+            for query in QUERIES:
+                served = ranked(db, user, query, 20, cache)
+                assert served == ranked(db, user, query, 20, None)
+                assert {pair_id for pair_id, *_ in served} <= owned
+
+
+def test_as_of_and_an_empty_cache_leave_the_pool_to_the_statement(database):
+    save(database, "gil", zipf_pairs(200, seed=4))
+    before = EPOCH + timedelta(hours=120)
+    cache = WordPostingsCache(64 * MB)
+    for query in QUERIES:
+        assert ranked(database, "gil", query, 20, cache, as_of=before) == ranked(database, "gil", query, 20, None,
+                                                                                 as_of=before)
+    assert cache.fetched_blocks == 0 and cache.held_bytes == 0
+    off = WordPostingsCache(0)
+    assert not off.enabled
+    assert ranked(database, "gil", "garden piano", 20, off) == ranked(database, "gil", "garden piano", 20, None)
+    assert off.fetched_blocks == 0
+    with pytest.raises(ValueError, match="max_bytes"):
+        WordPostingsCache(-1)
+
+
+def test_recall_holds_postings_as_configured(database):
+    save(database, "gil", zipf_pairs(200, seed=6))
+    held = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=16))
+    plain = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=0))
+    try:
+        assert held.lexical_postings.max_bytes == 16 * MB and not plain.lexical_postings.enabled
+        for query in QUERIES:
+            assert [m.pair_id for m in held.recall("gil", query, k=10)] == [
+                m.pair_id for m in plain.recall("gil", query, k=10)]
+        assert held.lexical_postings.held_bytes > 0 and plain.lexical_postings.held_bytes == 0
+    finally:
+        held.close()
+        plain.close()
+
+
+def test_top_k_keeps_every_tie_at_the_cut():
+    import numpy as np
+
+    scores = np.array([0.0, 3.0, 2.0, 2.0, 1.0, 2.0 * (1 - 1e-12), 0.5])
+    assert sorted(top_k_indexes(scores, 2).tolist()) == [1, 2, 3, 5]
+    assert sorted(top_k_indexes(scores, 10).tolist()) == [1, 2, 3, 4, 5, 6]  # never a zero score
+    assert top_k_indexes(np.zeros(3), 2).tolist() == []
+
+
+def test_pair_numbers_keep_their_dense_index_as_batches_arrive():
+    import numpy as np
+
+    from dreaming_dagster.retrieval.lexical_postings import _UserPairs
+
+    pairs, seen, rng = _UserPairs(), {}, np.random.default_rng(0)
+    for _ in range(60):
+        batch = rng.integers(0, 5_000, size=int(rng.integers(0, 300)))
+        dense = pairs.dense(batch)
+        for pair_no, index in zip(batch.tolist(), dense.tolist(), strict=True):
+            assert seen.setdefault(pair_no, index) == index and pairs.pair_nos[index] == pair_no
+    assert sorted(seen.values()) == list(range(len(pairs.pair_nos)))
