@@ -6,16 +6,18 @@ postings by pair is the floor. Here the postings of the query's words are kept i
 arrays, every posting is scored (a vectorised sum, no pruning: exact by construction) and the pairs at or
 above the k-th best score go to the statement as ``lexical_pool_pairs``, where they are scored again from
 their ``pair_words`` rows exactly as the statement's own pool would be, cut at k (ties by pair id) and
-ranked. Serving and the statement's pool therefore draw the same pairs (tests/test_lexical.py).
+ranked. Serving and the statement's pool therefore draw the same pairs (tests/test_lexical_postings.py).
 
-Freshness: every recall first reads the query words' idf and the version of each of their blocks
-(``retrieval/lexical_query_words``, one small statement) and fetches only blocks that are new or changed
-(``retrieval/word_block_postings``). A saved pair changes its words' tail blocks, so the next recall sees
-it; a pair saved between that read and the composite statement (a few milliseconds) is ranked if another
-side draws it and pooled by BM25 from the next recall on. A recall ``as_of`` a time, and a cache of 0 MB,
-use the statement's own pool.
+Freshness: every recall first reads the query words' idf and a version of each word's postings
+(``retrieval/lexical_query_words``, one small statement: the word's user_lexemes row's xmin and pair
+count, which every change to its postings updates), then, for words whose version moved, their block list
+with the postings of only the blocks not held at their version (``retrieval/word_block_postings``). A
+saved pair changes its words' tail blocks, so the next recall reads those and nothing else; a pair saved
+between the first read and the composite statement (a few milliseconds) is ranked if another side draws
+it and pooled by BM25 from the next recall on. A recall ``as_of`` a time, and a cache of 0 MB, use the
+statement's own pool.
 
-Memory: postings are held per (user, word) and evicted least recently used past ``max_bytes`` (about 24
+Memory: postings are held per (user, word) and evicted least recently used past ``max_bytes`` (about 36
 bytes a posting). Tenancy: entries are keyed by user, and both statements read only the user's own words.
 """
 
