@@ -35,7 +35,7 @@ from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1
 from dreaming_dagster.sql import load_sql
 
 # What holding a posting costs: its dense pair index (int32), term frequency and pair length (float32:
-# small integers, exact) and its weight's three parts under the cache's k1 and b (float64); and a pair's
+# small integers, exact) and its weight's three parts (float64); and a pair's
 # entry in its user's index of pair numbers (a list slot with its int, and the sorted copy).
 BYTES_PER_POSTING = 36
 BYTES_PER_PAIR = 28
@@ -93,8 +93,8 @@ class _Word:
     dense: np.ndarray  # int32 indexes into the user's pair numbers
     term_frequencies: np.ndarray  # float32
     pair_lengths: np.ndarray  # float32
-    # A posting's BM25 weight is idf x numerator / (base + slope / average length) under the cache's k1
-    # and b: four vector operations a query instead of eight.
+    # A posting's BM25 weight (k1 and b of retrieval/signals.py, which the statement is given too) is
+    # idf x numerator / (base + slope / average length): four vector operations a query instead of eight.
     numerator: np.ndarray
     base: np.ndarray
     slope: np.ndarray
@@ -104,8 +104,8 @@ class _Word:
         return len(self.dense)
 
     @classmethod
-    def joined(cls, version: tuple[int, int], parts: list[tuple[int, tuple[int, int], np.ndarray, np.ndarray, np.ndarray]],
-               k1: float, b: float) -> _Word:
+    def joined(cls, version: tuple[int, int],
+               parts: list[tuple[int, tuple[int, int], np.ndarray, np.ndarray, np.ndarray]]) -> _Word:
         """From (block, block version, dense indexes, term frequencies, pair lengths) in block order."""
         blocks, start = {}, 0
         for block_no, block_version, dense, _, _ in parts:
@@ -115,25 +115,15 @@ class _Word:
         term_frequencies = _concat([part[3] for part in parts], np.float32)
         pair_lengths = _concat([part[4] for part in parts], np.float32)
         tf = term_frequencies.astype(np.float64)
-        return cls(version, blocks, dense, term_frequencies, pair_lengths, numerator=tf * (k1 + 1),
-                   base=tf + k1 * (1 - b), slope=k1 * b * pair_lengths.astype(np.float64))
+        return cls(version, blocks, dense, term_frequencies, pair_lengths, numerator=tf * (BM25_K1 + 1),
+                   base=tf + BM25_K1 * (1 - BM25_B), slope=BM25_K1 * BM25_B * pair_lengths.astype(np.float64))
 
     def block(self, block_no: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         _, start, stop = self.blocks[block_no]
         return self.dense[start:stop], self.term_frequencies[start:stop], self.pair_lengths[start:stop]
 
-    def weights(self, idf: float, average_length: float, k1: float, b: float, cache_k1: float, cache_b: float
-                ) -> np.ndarray:
-        if (k1, b) == (cache_k1, cache_b):
-            return idf * self.numerator / (self.base + self.slope / average_length)
-        return bm25_weights(idf, self.term_frequencies.astype(np.float64), self.pair_lengths.astype(np.float64),
-                            average_length, k1, b)
-
-
-def bm25_weights(idf: float, term_frequencies: np.ndarray, pair_lengths: np.ndarray, average_length: float,
-                 k1: float, b: float) -> np.ndarray:
-    """One word's BM25 term weight for each posting (the formula of ``bm25_term_weight``, migration 0010)."""
-    return idf * term_frequencies * (k1 + 1) / (term_frequencies + k1 * (1 - b + b * pair_lengths / average_length))
+    def weights(self, idf: float, average_length: float) -> np.ndarray:
+        return idf * self.numerator / (self.base + self.slope / average_length)
 
 
 def top_k_indexes(scores: np.ndarray, k: int, slack: float = SCORE_SLACK) -> np.ndarray:
@@ -150,10 +140,10 @@ def top_k_indexes(scores: np.ndarray, k: int, slack: float = SCORE_SLACK) -> np.
 class WordPostingsCache:
     """Word postings of the users recalled, held in this process; thread-safe. See the module docstring."""
 
-    def __init__(self, max_bytes: int, k1: float = BM25_K1, b: float = BM25_B):
+    def __init__(self, max_bytes: int):
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
-        self.max_bytes, self.k1, self.b = max_bytes, k1, b
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._words: OrderedDict[tuple, _Word] = OrderedDict()  # (server, database, user, kg, word): LRU order
         self._users: dict[tuple, _UserPairs] = {}
@@ -170,13 +160,15 @@ class WordPostingsCache:
         with self._lock:
             return self._bytes + sum(len(pairs.pair_nos) for pairs in self._users.values()) * BYTES_PER_PAIR
 
-    def pool_pairs(self, conn: psycopg.Connection, *, user_id: str, kg_id: str, query_text: str, k: int,
-                   k1: float, b: float) -> list[int]:
+    def pool_pairs(self, conn: psycopg.Connection, *, user_id: str, kg_id: str, query_text: str, k: int
+                   ) -> list[int]:
         """The pair numbers of the exact BM25 top ``k`` of the user's pairs for ``query_text`` (with every
         tie at the cut and a rounding margin: the statement cuts at k), from current postings."""
+        if k <= 0:
+            return []
         rows = conn.execute(load_sql("retrieval/lexical_query_words"),
                             {"user_id": user_id, "kg_id": kg_id, "query_text": query_text}).fetchall()
-        if not rows or k <= 0:
+        if not rows:
             return []
         # Keyed by the server's start and the database: another cluster, or a database made anew, can
         # reuse word ids and transaction ids, never both with the same key.
@@ -185,22 +177,20 @@ class WordPostingsCache:
         listing: dict[int, _Listing] = {}
         for attempt in range(3):
             # What another thread evicts between the two steps below is read again; the third time every
-            # word is read whole (nothing held is relied on), so the loop ends there.
+            # word is read whole (nothing held is relied on), which cannot miss.
             stale, held = self._stale_words(user_key, versions, listing, trust_held=attempt < 2)
             if stale:
                 listing.update(self._fetch(conn, user_id=user_id, kg_id=kg_id, words=stale, held=held))
             updated = self._update(user_key, versions, listing)
             if updated is not None:
                 break
-        else:
-            raise RuntimeError("lexical postings: blocks kept being evicted while read (raise the cache size)")
         words, pair_nos, known = updated
         dense, weights = [], []
         for row in rows:
             word = words[row["lexeme_id"]]
             if word.postings:
                 dense.append(word.dense)
-                weights.append(word.weights(row["idf"], row["average_length"], k1, b, self.k1, self.b))
+                weights.append(word.weights(row["idf"], row["average_length"]))
         if not dense:
             return []
         scores = np.bincount(np.concatenate(dense), weights=np.concatenate(weights), minlength=known)
@@ -287,7 +277,7 @@ class WordPostingsCache:
                             parts.append((block_no, block_version, *old.block(block_no)))
                     if offset != len(dense):
                         raise RuntimeError(f"word {lexeme_id}: blocks' posting counts disagree with their postings")
-                    word = _Word.joined(version, parts, self.k1, self.b)
+                    word = _Word.joined(version, parts)
                 words[lexeme_id] = word
                 if old is not None:
                     self._bytes -= old.postings * BYTES_PER_POSTING

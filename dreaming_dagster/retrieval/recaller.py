@@ -197,7 +197,7 @@ def composite_rows(conn: psycopg.Connection, *, lexical_postings: WordPostingsCa
             and parameters["as_of"] is None):
         parameters["lexical_pool_pairs"] = lexical_postings.pool_pairs(
             conn, user_id=parameters["user_id"], kg_id=parameters["kg_id"], query_text=parameters["query_text"],
-            k=parameters["lexical_pool_size"], k1=parameters["bm25_k1"], b=parameters["bm25_b"])
+            k=parameters["lexical_pool_size"])
     return conn.execute(load_sql("retrieval/composite_ranking"), parameters).fetchall()
 
 
