@@ -9,11 +9,12 @@ import threading
 from dataclasses import replace
 from datetime import timedelta
 
+import numpy as np
 import pytest
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.ingest.save import save_validated_pairs
-from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache, top_k_indexes
+from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache, top_k_indexes, unpack_sent_arrays
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY
 from dreaming_dagster.retrieval.recaller import Recaller, composite_rows
 from dreaming_dagster.storage import embedded
@@ -161,8 +162,6 @@ def test_top_k_keeps_every_tie_at_the_cut():
 
 
 def test_pair_numbers_keep_their_dense_index_as_batches_arrive():
-    import numpy as np
-
     from dreaming_dagster.retrieval.lexical_postings import _UserPairs
 
     pairs, seen, rng = _UserPairs(), {}, np.random.default_rng(0)
@@ -172,3 +171,28 @@ def test_pair_numbers_keep_their_dense_index_as_batches_arrive():
         for pair_no, index in zip(batch.tolist(), dense.tolist(), strict=True):
             assert seen.setdefault(pair_no, index) == index and pairs.pair_nos[index] == pair_no
     assert sorted(seen.values()) == list(range(len(pairs.pair_nos)))
+
+
+def test_binary_arrays_unpack_to_their_values_and_a_wrong_layout_is_refused(database):
+    """Postings arrive as array_send bytes joined block after block (word_block_postings.sql): the values
+    round-trip for bigint and integer arrays, past 32 bits and negative too, and bytes that do not match the
+    counts they come with are refused."""
+    blocks = [[1, -2, 2**40 + 7], [2**63 - 1], [-(2**63), 0, 5, 6]]
+    narrow_blocks = [[1, -2, 7], [-(2**31), 0, 5, 2**31 - 1]]
+    with database.connect(vectors=False) as conn:
+        wide = conn.execute(
+            "SELECT string_agg(array_send(t.block::bigint[]), ''::bytea ORDER BY t.n) AS joined "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS t (block, n)",
+            (["{" + ",".join(map(str, block)) + "}" for block in blocks],), binary=True).fetchone()["joined"]
+        narrow = conn.execute("SELECT array_send(%s::integer[]) || array_send(%s::integer[]) AS joined",
+                              narrow_blocks, binary=True).fetchone()["joined"]
+    counts = [len(block) for block in blocks]
+    for _ in range(2):  # a pure function: the same bytes, the same values
+        assert unpack_sent_arrays(wide, counts, np.int64).tolist() == [v for block in blocks for v in block]
+        assert unpack_sent_arrays(narrow, [3, 4], np.int32).tolist() == [v for block in narrow_blocks for v in block]
+    assert unpack_sent_arrays(None, [], np.int64).tolist() == []
+    for wrong in ([3, 3], [4, 3], [3, 5], [7]):
+        with pytest.raises(ValueError, match="postings are not"):
+            unpack_sent_arrays(narrow, wrong, np.int32)
+    with pytest.raises(ValueError, match="postings are not"):
+        unpack_sent_arrays(wide, counts, np.int32)  # bigint bytes read as integer

@@ -3,7 +3,9 @@
 -- retrieval/lexical_postings.py reads for words whose version changed (lexical_query_words.sql). The block
 -- list is one snapshot's, so blocks a re-sort replaced are absent. One row a word: its blocks' numbers,
 -- versions and counts in block order, whether each block's postings are sent, and the sent postings
--- joined in that order as text (parsed in one C call each; the counts split them).
+-- joined in that order, each block's array in Postgres' binary array form (array_send: no number is
+-- formatted as text or parsed back; the caller reads the values with a few vector operations, the counts
+-- locating each block's header).
 --
 -- Parameters: user_id, kg_id, lexeme_ids (bigint[]: the words), held_lexeme_ids, held_block_nos and
 -- held_versions (bigint[], integer[], bigint[] of xmin, pairwise: the blocks held). Only the user's own words
@@ -13,11 +15,11 @@ SELECT b.lexeme_id,
        array_agg(b.xmin::text::bigint ORDER BY b.block_no) AS versions,
        array_agg(b.posting_count ORDER BY b.block_no) AS posting_counts,
        array_agg(h.lexeme_id IS NULL ORDER BY b.block_no) AS sent,
-       string_agg(array_to_string(b.pair_nos, ','), ',' ORDER BY b.block_no) FILTER (WHERE h.lexeme_id IS NULL)
+       string_agg(array_send(b.pair_nos), ''::bytea ORDER BY b.block_no) FILTER (WHERE h.lexeme_id IS NULL)
            AS pair_nos,
-       string_agg(array_to_string(b.term_frequencies, ','), ',' ORDER BY b.block_no) FILTER (WHERE h.lexeme_id IS NULL)
+       string_agg(array_send(b.term_frequencies), ''::bytea ORDER BY b.block_no) FILTER (WHERE h.lexeme_id IS NULL)
            AS term_frequencies,
-       string_agg(array_to_string(b.pair_lengths, ','), ',' ORDER BY b.block_no) FILTER (WHERE h.lexeme_id IS NULL)
+       string_agg(array_send(b.pair_lengths), ''::bytea ORDER BY b.block_no) FILTER (WHERE h.lexeme_id IS NULL)
            AS pair_lengths
 FROM user_lexemes u
 JOIN word_blocks b ON b.lexeme_id = u.id AND b.posting_count > 0

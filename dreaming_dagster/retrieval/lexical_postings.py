@@ -54,18 +54,24 @@ class _UserPairs:
         self._sorted_dense = np.zeros(0, dtype=np.int32)  # their dense indexes
 
     def dense(self, pair_nos: np.ndarray) -> np.ndarray:
-        positions = np.searchsorted(self._sorted, pair_nos)
-        known = positions < len(self._sorted)
-        known[known] = self._sorted[positions[known]] == pair_nos[known]
+        """The dense indexes of ``pair_nos`` (int64, repeats allowed), new pair numbers given the next ones
+        in ascending order of pair number."""
+        dense = np.empty(len(pair_nos), dtype=np.int32)
+        known = np.zeros(len(pair_nos), dtype=bool)
+        if len(self._sorted):
+            positions = np.minimum(np.searchsorted(self._sorted, pair_nos), len(self._sorted) - 1)
+            known = self._sorted[positions] == pair_nos
+            dense[known] = self._sorted_dense[positions[known]]
         if not known.all():
-            new = np.unique(pair_nos[~known])
+            # One pass over the unknown: their distinct numbers and where each falls among them.
+            new, inverse = np.unique(pair_nos[~known], return_inverse=True)
+            dense[~known] = len(self.pair_nos) + inverse
             dense_new = np.arange(len(self.pair_nos), len(self.pair_nos) + len(new), dtype=np.int32)
             self.pair_nos.extend(new.tolist())
             at = np.searchsorted(self._sorted, new)
             self._sorted = np.insert(self._sorted, at, new)
             self._sorted_dense = np.insert(self._sorted_dense, at, dense_new)
-            positions = np.searchsorted(self._sorted, pair_nos)
-        return self._sorted_dense[positions]
+        return dense
 
 
 @dataclass(frozen=True)
@@ -220,17 +226,21 @@ class WordPostingsCache:
 
     def _fetch(self, conn: psycopg.Connection, *, user_id: str, kg_id: str, words: Sequence[int],
                held: Sequence[tuple[int, int, int]]) -> dict[int, _Listing]:
+        # Binary results: the postings come as array_send bytes (a cold common word is ~80,000 postings,
+        # which as text took longer to parse than to read).
         rows = conn.execute(load_sql("retrieval/word_block_postings"),
                             {"user_id": user_id, "kg_id": kg_id, "lexeme_ids": list(words),
                              "held_lexeme_ids": [h[0] for h in held], "held_block_nos": [h[1] for h in held],
-                             "held_versions": [h[2] for h in held]}).fetchall()
+                             "held_versions": [h[2] for h in held]}, binary=True).fetchall()
         listing = {lexeme_id: _Listing.empty() for lexeme_id in words}  # a word without blocks holds nothing
         for row in rows:
+            sent_counts = [count for count, sent in zip(row["posting_counts"], row["sent"], strict=True) if sent]
             listing[row["lexeme_id"]] = _Listing(
                 [(block_no, (version, count), sent) for block_no, version, count, sent in
                  zip(row["block_nos"], row["versions"], row["posting_counts"], row["sent"], strict=True)],
-                _parse(row["pair_nos"], np.int64), _parse(row["term_frequencies"], np.float32),
-                _parse(row["pair_lengths"], np.float32))
+                unpack_sent_arrays(row["pair_nos"], sent_counts, np.int64),
+                unpack_sent_arrays(row["term_frequencies"], sent_counts, np.int32).astype(np.float32),
+                unpack_sent_arrays(row["pair_lengths"], sent_counts, np.int32).astype(np.float32))
         with self._lock:
             self.fetched_blocks += sum(sent for row in rows for sent in row["sent"])
         return listing
@@ -307,8 +317,31 @@ def _split(array: np.ndarray, lengths: list[int]) -> list[np.ndarray]:
     return np.split(array, np.cumsum(lengths)[:-1]) if lengths else []
 
 
-def _parse(text: str, dtype) -> np.ndarray:
-    return np.fromstring(text, sep=",", dtype=dtype) if text else np.zeros(0, dtype=dtype)
+def unpack_sent_arrays(data: bytes | None, counts: Sequence[int], dtype) -> np.ndarray:
+    """The values of one-dimensional bigint (``np.int64``) or integer (``np.int32``) arrays without NULLs,
+    each in Postgres' binary form (array_send) and joined, ``counts`` their lengths: one array of them all.
+
+    The binary form is big-endian 4-byte words: a header of five (dimensions, NULL flag, element type,
+    length, lower bound), then per element its byte length and its value (one word for integer, two for
+    bigint). Every value is gathered at once; the headers are checked against ``counts``."""
+    if dtype not in (np.int64, np.int32):
+        raise TypeError(f"dtype must be np.int64 or np.int32, got {dtype}")
+    counts = np.asarray(counts, dtype=np.int64)
+    if not counts.sum():
+        return np.zeros(0, dtype=dtype)
+    value_words = 2 if dtype is np.int64 else 1
+    stride = 1 + value_words
+    words = np.frombuffer(data or b"", dtype=">u4")
+    starts = np.concatenate(([0], np.cumsum(5 + stride * counts)[:-1]))
+    if (len(words) != int(np.sum(5 + stride * counts)) or (words[starts] != 1).any() or (words[starts + 1] != 0).any()
+            or (words[starts + 3] != counts).any()):
+        raise ValueError("postings are not the one-dimensional arrays without NULLs their counts describe")
+    firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    # Each value's first word: past its block's header and its own length word.
+    at = np.repeat(starts + 6 - stride * firsts, counts) + stride * np.arange(int(counts.sum()))
+    if dtype is np.int32:
+        return words[at].astype(np.uint32).view(np.int32)
+    return ((words[at].astype(np.uint64) << np.uint64(32)) | words[at + 1].astype(np.uint64)).view(np.int64)
 
 
 def _concat(arrays: list[np.ndarray], dtype) -> np.ndarray:
