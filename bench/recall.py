@@ -23,7 +23,10 @@ no generic plans, synchronous_commit off), p50/p99 of wall time including the ro
 - hybrid, statement pool: the same statement finding the BM25 top-50 itself (DREAMING_RECALL_LEXICAL_CACHE_MB
   0, and every recall ``as_of`` a time); the rows of the two are compared query by query;
 - hybrid, cold cache: as hybrid, from an empty cache (a process's first recall with these words);
-- hybrid + remember: as hybrid, also recording the last-query time.
+- hybrid + remember: as hybrid, also recording the last-query time;
+- served: as hybrid with the graph side recall() adds by default (DREAMING_RECALL_GRAPH_POOL_SIZE 20 pairs
+  through the DREAMING_RECALL_GRAPH_SUBJECTS 10 subjects nearest the query and those whose name holds a
+  query word): the ranking statement every recall() runs.
 Also: the query plans (HNSW used? exact fallback executed?), the HNSW pool's recall of the exact top-50,
 a light user sharing the index (fallback path), the profile statement, model file size / load / inference,
 question-type prediction and a real MiniLM query embedding. Results: bench/results/recall.json.
@@ -71,8 +74,10 @@ from dreaming_dagster.retrieval.ranker import (
     save_ranker,
 )
 from dreaming_dagster.retrieval.recaller import (
+    DEFAULT_GRAPH_SIDE,
     DEFAULT_LEXICAL_PRUNING,
     EXHAUSTIVE_LEXICAL_PRUNING,
+    NO_GRAPH_SIDE,
     LexicalPruning,
     composite_parameters,
     composite_rows,
@@ -234,13 +239,14 @@ def main() -> None:
         # as a recall process with the default DREAMING_RECALL_LEXICAL_CACHE_MB does.
         postings = WordPostingsCache(DreamingSettings().recall_lexical_cache_mb * 2**20)
 
-        def composite(q, text, lexical_pool_size=0, remember=False, cache=None):
+        def composite(q, text, lexical_pool_size=0, remember=False, cache=None, graph=NO_GRAPH_SIDE):
             return composite_rows(conn, lexical_postings=cache, user_id="heavy", kg_id="default", query_embedding=q,
                                   query_text=text, weights=weights, pool_size=args.pool_size,
-                                  lexical_pool_size=lexical_pool_size, row_limit=10, remember_query=remember)
+                                  lexical_pool_size=lexical_pool_size, row_limit=10, remember_query=remember,
+                                  graph=graph)
 
         series = {"plain": [], "composite": [], "hybrid": [], "hybrid_statement_pool": [], "hybrid_cold_cache": [],
-                  "hybrid_remember": []}
+                  "hybrid_remember": [], "served": []}
         calls = {"plain": lambda q, text: plain(q), "composite": composite,
                  "hybrid": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings),
                  "hybrid_statement_pool": lambda q, text: composite(q, text, args.lexical_pool_size),
@@ -248,7 +254,9 @@ def main() -> None:
                  "hybrid_cold_cache": lambda q, text: composite(
                      q, text, args.lexical_pool_size, cache=WordPostingsCache(postings.max_bytes)),
                  "hybrid_remember": lambda q, text: composite(q, text, args.lexical_pool_size, remember=True,
-                                                              cache=postings)}
+                                                              cache=postings),
+                 "served": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings,
+                                                     graph=DEFAULT_GRAPH_SIDE)}
         same_rows = 0
         for i, (q, text) in enumerate(tqdm(list(zip(queries, query_texts, strict=True)), desc="side-by-side queries")):
             order = list(calls)
@@ -270,7 +278,7 @@ def main() -> None:
         latency["postings_blocks_read"] = postings.fetched_blocks
         for numerator, denominator in (("hybrid", "composite"), ("hybrid_statement_pool", "composite"),
                                        ("hybrid_cold_cache", "composite"), ("composite", "plain"),
-                                       ("hybrid", "plain"), ("hybrid_remember", "composite")):
+                                       ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite")):
             for stat in ("p50", "p99"):
                 latency[f"ratio_{numerator}_to_{denominator}_{stat}"] = round(
                     latency[numerator][f"{stat}_ms"] / latency[denominator][f"{stat}_ms"], 2)
@@ -282,6 +290,8 @@ def main() -> None:
                                       lexical_pool_size=args.lexical_pool_size, row_limit=10)
         results["plan_heavy_user"] = plan_facts(conn, composite_sql, params)
         results["plan_heavy_user_vector_only"] = plan_facts(conn, composite_sql, params | {"lexical_pool_size": 0})
+        results["plan_heavy_user_served"] = plan_facts(conn, composite_sql, params | {
+            "graph_pool_size": DEFAULT_GRAPH_SIDE.pool_size, "graph_subjects": DEFAULT_GRAPH_SIDE.subjects})
         results["plan_heavy_user_plain"] = plan_facts(conn, plain_sql, {k: params[k] for k in (
             "user_id", "kg_id", "query", "pool_size")})
 
@@ -417,7 +427,8 @@ def main() -> None:
     print(f"heavy user ({args.pairs:,} pairs): plain p50 {lat['plain']['p50_ms']} ms · composite p50 "
           f"{lat['composite']['p50_ms']} ms · hybrid p50 {lat['hybrid']['p50_ms']} ms p99 {lat['hybrid']['p99_ms']} · "
           f"hybrid/composite p50 {lat['ratio_hybrid_to_composite_p50']} (statement pool: "
-          f"{lat['ratio_hybrid_statement_pool_to_composite_p50']}; rows equal {lat['hybrid_rows_equal_to_statement_pool']})")
+          f"{lat['ratio_hybrid_statement_pool_to_composite_p50']}; rows equal {lat['hybrid_rows_equal_to_statement_pool']}) · "
+          f"served (with the graph side) p50 {lat['served']['p50_ms']} ms p99 {lat['served']['p99_ms']}")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,9 @@ def recall_rows(r: dict) -> Rows:
         ("ratio hybrid / composite", f"**{lat['ratio_hybrid_to_composite_p50']}× at p50, {lat['ratio_hybrid_to_composite_p99']}× at p99**"),
         ("plain pgvector top-50 (one vector)", f"p50 {lat['plain']['p50_ms']} ms, p99 {lat['plain']['p99_ms']} ms; composite / plain {lat['ratio_composite_to_plain_p50']}× at p50"),
         ("hybrid + recording the last query", f"p50 {lat['hybrid_remember']['p50_ms']} ms"),
+        *([("served: hybrid with recall()'s default graph side", f"p50 {lat['served']['p50_ms']} ms, p99 "
+            f"{lat['served']['p99_ms']} ms ({lat['ratio_served_to_composite_p50']}× the composite at p50)")]
+          if "served" in lat else []),
         ("lexical index (every user's; bytes over every indexed pair)",
          f"{d['lexical_index_size']}, {d['lexical_index_bytes_per_pair']:,} bytes a pair" if "lexical_index_bytes_per_pair" in d
          else d["lexical_index_size"]),

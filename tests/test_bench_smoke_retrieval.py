@@ -17,6 +17,9 @@ def test_recall_bench(tmp_path):
     assert result["data"]["heavy_user_postings"] > 0 and latency["hybrid"] and latency["hybrid_statement_pool"]
     # The pool found in the process and the statement's own draw the same rows, query by query.
     assert latency["hybrid_rows_equal_to_statement_pool"] == "25/25" and latency["postings_blocks_read"] > 0
+    # The served statement (with the graph side) ran every query, its subjects read through their indexes.
+    assert latency["served"]["n"] == latency["hybrid"]["n"] == 15
+    assert {"subjects_embedding_hnsw_idx", "subjects_name_words_idx"} <= set(result["plan_heavy_user_served"]["indexes"])
 
 
 def test_lexical_bench(tmp_path):
