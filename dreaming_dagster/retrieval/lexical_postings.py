@@ -332,11 +332,13 @@ def unpack_sent_arrays(data: bytes | None, counts: Sequence[int], dtype) -> np.n
     value_words = 2 if dtype is np.int64 else 1
     stride = 1 + value_words
     words = np.frombuffer(data or b"", dtype=">u4")
-    starts = np.concatenate(([0], np.cumsum(5 + stride * counts)[:-1]))
-    if (len(words) != int(np.sum(5 + stride * counts)) or (words[starts] != 1).any() or (words[starts + 1] != 0).any()
+    sizes = 5 + stride * counts  # each array's words: its header, then a length and a value per element
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    if (len(words) != int(ends[-1]) or (words[starts] != 1).any() or (words[starts + 1] != 0).any()
             or (words[starts + 3] != counts).any()):
         raise ValueError("postings are not the one-dimensional arrays without NULLs their counts describe")
-    firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    firsts = np.cumsum(counts) - counts
     # Each value's first word: past its block's header and its own length word.
     at = np.repeat(starts + 6 - stride * firsts, counts) + stride * np.arange(int(counts.sum()))
     if dtype is np.int32:
