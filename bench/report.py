@@ -65,7 +65,12 @@ def recall_rows(r: dict) -> Rows:
         ("model inference / file load / file size", f"{m['inference_ms']['p50_ms']} ms / {m['load_ms']['p50_ms']} ms / {m['v3_file_bytes'] // 1000} KB"),
         ("profile statement cached / live", f"{r['profile_statement']['cached']['p50_ms']} ms / {r['profile_statement']['live_as_of']['p50_ms']} ms"),
         ("vector pool vs exact top-50 by ef_search", ", ".join(f"{ef}: {v['pool_recall_mean']} (plain {v['plain_p50_ms']} ms)" for ef, v in sweep.items())),
-        ("light user (200 pairs) composite", f"p50 {r['light_user']['composite']['p50_ms']} ms; pool = exact top-50 in {r['light_user']['pool_equals_exact_top_50']}")]
+        ("light user (200 pairs) composite", f"p50 {r['light_user']['composite']['p50_ms']} ms; pool = exact top-50 in {r['light_user']['pool_equals_exact_top_50']}"),
+        *([("mid user sharing the index, served (its HNSW scans short: the exact path)",
+            f"{r['mid_user']['pairs']:,} pairs: p50 {r['mid_user']['served']['p50_ms']} ms, p99 {r['mid_user']['served']['p99_ms']} ms "
+            f"({r['mid_user']['ratio_served_to_heavy_served_p50']}× the heavy user's served); its exact scan alone "
+            f"{r['mid_user']['exact_scan']['ms']} ms, {r['mid_user']['exact_scan']['buffers_per_pair']} buffers a pair")]
+          if "mid_user" in r else [])]
 
 
 def longmemeval_rows(r: dict) -> Rows:

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval
 
 def test_recall_bench(tmp_path):
     result = run_bench("recall", "--pairs", "1500", "--subjects", "300", "--topics", "20", "--light-users", "3",
-                       "--queries", "15", out=tmp_path / "r.json")
+                       "--mid-pairs", "400", "--queries", "15", out=tmp_path / "r.json")
     latency = result["latency_heavy_user"]
     assert result["data"]["heavy_user_postings"] > 0 and latency["hybrid"] and latency["hybrid_statement_pool"]
     # The pool found in the process and the statement's own draw the same rows, query by query.
@@ -20,6 +20,12 @@ def test_recall_bench(tmp_path):
     # The served statement (with the graph side) ran every query, its subjects read through their indexes.
     assert latency["served"]["n"] == latency["hybrid"]["n"] == 15
     assert {"subjects_embedding_hnsw_idx", "subjects_name_words_idx"} <= set(result["plan_heavy_user_served"]["indexes"])
+    # The mid-sized user's series measures the exact path: its scans must come back short, and its vectors
+    # must be read in line (migration 0021; out of line they cost ~3 buffers each, two a pair).
+    mid = result["mid_user"]
+    assert mid["served"]["n"] == 15 and mid["plan_served"]["exact_fallback_executed"]
+    assert mid["exact_scan"]["pairs"] == 400 and mid["exact_scan"]["buffers_per_pair"] < 1
+    assert set(mid["vector_storage"].values()) == {"m"}
 
 
 def test_lexical_bench(tmp_path):

@@ -1,10 +1,12 @@
 """Migrations, the recorded embedding model, and `dreaming reembed` (real Postgres)."""
 
+import numpy as np
 import psycopg
 import pytest
 
 from dreaming_dagster.embeddings import EmbeddingSpec
 from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import database as database_module
 from dreaming_dagster.storage.database import (
     EmbeddingMismatchError,
@@ -15,6 +17,7 @@ from dreaming_dagster.storage.database import (
 )
 from dreaming_dagster.storage.reembed import reembed
 from tests.conftest import pair, run_concurrently, stub_embedder
+from tests.retrieval_fixtures import text_vector
 
 SPEC = EmbeddingSpec("stub-embed-16", 16)
 
@@ -109,6 +112,7 @@ def test_reembed_switches_model_and_dimension(database, openai_stub):
             "memory_pairs_pending_embedding_idx", "memory_pairs_pending_reply_embedding_idx",
             "subjects_embedding_hnsw_idx"} <= indexes
     assert staging == {"n": 0}
+    assert vector_storage(database) == INLINE_VECTORS  # the swapped-in columns stay inline (0021)
     assert reembed(database, new).skipped  # already current
 
 
@@ -127,3 +131,44 @@ def test_interrupted_reembed_resumes(database, openai_stub):
     database.ensure_schema(old.spec)  # still serving the old model meanwhile
     result = reembed(database, new, batch_size=3)
     assert result.pairs == 10 - done
+
+
+VECTOR_COLUMNS = ("memory_pairs.embedding", "memory_pairs.reply_embedding", "subjects.embedding")
+INLINE_VECTORS = dict.fromkeys(VECTOR_COLUMNS, "m")  # attstorage 'm': MAIN
+
+
+def vector_storage(database) -> dict[str, str]:
+    with database.connect() as conn:
+        return {row["name"]: row["attstorage"] for row in conn.execute(load_sql("schema/vector_storage"))}
+
+
+class Vectors384:
+    """Unit vectors of MiniLM's width, so two of them (3,088 bytes) pass the 2 kB toasting threshold."""
+    spec = EmbeddingSpec("test-hash-vectors-384", 384)
+
+    def embed(self, texts):
+        return np.stack([text_vector(text, 384) for text in texts]) if texts else np.zeros((0, 384), np.float32)
+
+
+def test_vectors_are_stored_in_their_rows(database):
+    """Migration 0021: an exact scan of a user's vectors reads the heap pages their rows are on, not one
+    TOAST tuple per vector (pgvector's default storage): fewer buffers than pairs, where toasted vectors
+    cost ~3 a vector. Long messages still go out of line, so two 384-d rows share a page."""
+    database.ensure_schema(Vectors384.spec)
+    assert vector_storage(database) == INLINE_VECTORS
+    long_turn = "We talked about the garden, the tomatoes and the trail up the mountains. " * 40  # ~3 kB
+    pairs = [pair(i, user_message=f"{long_turn} {i}", assistant_message=f"{long_turn} reply {i}")
+             for i in range(120)]
+    saved = save_pairs("alice", pairs, database=database, embedder=Vectors384())
+    assert saved.embedded == 120
+    with database.connect() as conn:
+        conn.execute("SET enable_indexscan = off; SET enable_bitmapscan = off")  # every row read
+        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_sql("bench/exact_vector_scan"),
+                            {"user_id": "alice", "kg_id": "default", "query": text_vector("the garden", 384)},
+                            ).fetchone()["QUERY PLAN"][0]["Plan"]
+        sizes = conn.execute("SELECT min(pg_column_size(embedding)) AS smallest, "
+                             "max(pg_column_size(reply_embedding)) AS largest FROM memory_pairs").fetchone()
+    buffers = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+    assert plan["Actual Rows"] == 120
+    assert buffers <= 70, f"{buffers} buffers for 120 pairs: the vectors are read out of line"
+    assert sizes == {"smallest": 4 * 384 + 8, "largest": 4 * 384 + 8}  # stored whole, not compressed
