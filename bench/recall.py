@@ -28,7 +28,9 @@ no generic plans, synchronous_commit off), p50/p99 of wall time including the ro
   through the DREAMING_RECALL_GRAPH_SUBJECTS 10 subjects nearest the query and those whose name holds a
   query word): the ranking statement every recall() runs.
 Also: the query plans (HNSW used? exact fallback executed?), the HNSW pool's recall of the exact top-50,
-a light user sharing the index (fallback path), the profile statement, model file size / load / inference,
+a light user sharing the index (fallback path), a mid-sized user (--mid-pairs, 10,000) asked about the heavy
+user's topics, so its filtered HNSW scans come back short and its served statement scans its pairs exactly
+(with that scan's buffers a pair, which show whether the vectors are read in line), the profile statement, model file size / load / inference,
 question-type prediction and a real MiniLM query embedding. Results: bench/results/recall.json.
 """
 
