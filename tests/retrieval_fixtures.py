@@ -44,7 +44,9 @@ class HashEmbedder:
     spec = EmbeddingSpec(model="test-hash-vectors", dimension=DIMENSION)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([text_vector(t) for t in texts]) if texts else np.zeros((0, DIMENSION), np.float32)
+        dimension = self.spec.dimension  # a subclass may name a wider spec
+        return (np.stack([text_vector(t, dimension) for t in texts]) if texts
+                else np.zeros((0, dimension), np.float32))
 
 
 @dataclass

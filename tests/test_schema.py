@@ -1,6 +1,5 @@
 """Migrations, the recorded embedding model, and `dreaming reembed` (real Postgres)."""
 
-import numpy as np
 import psycopg
 import pytest
 
@@ -17,7 +16,7 @@ from dreaming_dagster.storage.database import (
 )
 from dreaming_dagster.storage.reembed import reembed
 from tests.conftest import pair, run_concurrently, stub_embedder
-from tests.retrieval_fixtures import text_vector
+from tests.retrieval_fixtures import HashEmbedder, text_vector
 
 SPEC = EmbeddingSpec("stub-embed-16", 16)
 
@@ -142,12 +141,9 @@ def vector_storage(database) -> dict[str, str]:
         return {row["name"]: row["attstorage"] for row in conn.execute(load_sql("schema/vector_storage"))}
 
 
-class Vectors384:
+class Vectors384(HashEmbedder):
     """Unit vectors of MiniLM's width, so two of them (3,088 bytes) pass the 2 kB toasting threshold."""
     spec = EmbeddingSpec("test-hash-vectors-384", 384)
-
-    def embed(self, texts):
-        return np.stack([text_vector(text, 384) for text in texts]) if texts else np.zeros((0, 384), np.float32)
 
 
 def test_vectors_are_stored_in_their_rows(database):
