@@ -1,8 +1,11 @@
--- Stage 5 input: live subjects whose description became a " | " junk drawer.
-SELECT id, subject_text, description_text
-FROM subjects
-WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
-  AND archived_at IS NULL AND description_text LIKE '%% | %%'
-  AND NOT (id = ANY(%(skip_ids)s::uuid[]))  -- failed earlier in this run
-ORDER BY reinforcement_count DESC, id
+-- Stage 5 input: live subjects whose description became a " | " junk drawer, as listed by
+-- subject_refinement_queue (migration 0022 keeps it equal to that predicate; checked here again).
+SELECT s.id, s.subject_text, s.description_text
+FROM subject_refinement_queue q
+JOIN subjects s ON s.id = q.subject_id
+WHERE q.user_id = %(user_id)s AND q.kg_id = %(kg_id)s
+  AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s
+  AND s.archived_at IS NULL AND s.description_text LIKE '%% | %%'
+  AND NOT (s.id = ANY(%(skip_ids)s::uuid[]))  -- failed earlier in this run
+ORDER BY s.reinforcement_count DESC, s.id
 LIMIT %(limit)s;

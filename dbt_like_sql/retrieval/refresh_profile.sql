@@ -1,8 +1,8 @@
 -- Refresh a user's retrieval profile after dreaming changed the graph: pair and live-subject counts every
 -- time (index-only counts); the mean live-subject embedding (the ranker's "drift" reference) when the
 -- profile has none yet or more than centroid_tolerance of the live subjects changed since it was computed
--- (subjects.updated_at is indexed per user, and every update of a subject touches it). CASE evaluates a
--- subquery only when its branch is taken. last_query_at is left alone.
+-- (subjects.vector_changed_at, indexed per user, moves when a subject's vector or liveness changes: migration
+-- 0022). CASE evaluates a subquery only when its branch is taken. last_query_at is left alone.
 WITH profile AS (
     SELECT subject_centroid, centroid_at FROM recall_profiles
     WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
@@ -15,7 +15,7 @@ counts AS (
 decision AS (
     SELECT (SELECT centroid_at FROM profile) IS NULL
            OR (SELECT count(*) FROM subjects
-                WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND updated_at > (SELECT centroid_at FROM profile))
+                WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND vector_changed_at > (SELECT centroid_at FROM profile))
               > %(centroid_tolerance)s::float8 * (SELECT subject_count FROM counts) AS recompute
 )
 INSERT INTO recall_profiles AS rp (user_id, kg_id, memory_count, subject_count, subject_centroid, refreshed_at,

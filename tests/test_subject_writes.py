@@ -1,0 +1,216 @@
+"""Subject writes that change neither a name nor a vector rewrite no index (migration 0022): the merge's
+reinforcements are HOT updates, the refinement queue follows its predicate through every kind of write, the
+centroid's age moves only with vectors and liveness, and the fast path's reads of the graph go through
+indexes (real Postgres, the stages' own functions and statements)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import psycopg
+import pytest
+
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.pipeline import merging, stages
+from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+from tests.conftest import pair
+from tests.retrieval_fixtures import HashEmbedder
+
+EMBEDDER = HashEmbedder()
+START = datetime(2026, 3, 1, tzinfo=UTC)
+NAMES = ["Hawaii trip", "sourdough baking", "marathon training", "Lisbon hotels"]
+
+
+def merge_pair(conn: psycopg.Connection, user_id: str, n: int, names: list[str]) -> merging.MergePlan:
+    """Stage 3 for one pair whose extraction found ``names``, through the functions merge_pending runs."""
+    pairs = [{"id": str(uuid.uuid4()), "occurred_at": START + timedelta(hours=n),
+              "extracted_subjects": [{"name": name, "description": f"{name}, mentioned in pair {n}", "type": "topic"}
+                                     for name in names]}]
+    vectors = dict(zip(names, EMBEDDER.embed(names), strict=True))
+    known = stages.read_batch_candidates(conn, pairs, vectors, user_id, "default", merging.DEFAULT_THRESHOLD)
+    plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), merging.DEFAULT_THRESHOLD)
+    stages.write_merge_plan(conn, plan, vectors, user_id, "default")
+    return plan
+
+
+def subject_updates(conn: psycopg.Connection) -> tuple[int, int]:
+    """(updates, HOT updates) of subjects in the connection's current transaction."""
+    row = conn.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
+                       "WHERE relname = 'subjects'").fetchone()
+    return row["n_tup_upd"], row["n_tup_hot_upd"]
+
+
+def queue_matches_predicate(conn: psycopg.Connection) -> tuple[set, set]:
+    queued = {r["subject_id"] for r in conn.execute("SELECT subject_id FROM subject_refinement_queue")}
+    pending = {r["id"] for r in conn.execute(
+        "SELECT id FROM subjects WHERE archived_at IS NULL AND description_text LIKE '% | %'")}
+    return queued, pending
+
+
+@pytest.fixture
+def graph(database: Database) -> Database:
+    database.ensure_schema(EMBEDDER.spec)
+    return database
+
+
+def test_reinforcing_known_subjects_rewrites_no_index(graph):
+    """A pair merged into subjects the graph holds appends to their descriptions and moves last_seen_at and
+    the reinforcement count; marking them key subjects sets a flag. None of that is in an index, so every
+    one of those updates is HOT (no new entry in the HNSW index or any other), and the subjects enter the
+    refinement queue."""
+    saved = save_pairs("ana", [pair(n) for n in range(4)], database=graph, embedder=EMBEDDER)
+    with graph.connect() as conn, conn.transaction():
+        created = merge_pair(conn, "ana", 0, NAMES)
+    assert created.created == len(NAMES)
+    for n, pair_id in enumerate(saved.pair_ids[1:], start=1):
+        with graph.connect() as conn, conn.transaction():
+            plan = merge_pair(conn, "ana", n, NAMES)
+            ids = sorted(plan.reinforced)
+            conn.execute(load_sql("pipeline/insert_links"), {"pair_ids": [pair_id] * len(ids), "subject_ids": ids,
+                                                             "user_id": "ana", "kg_id": "default"})
+            conn.execute(load_sql("pipeline/mark_key_subjects"), {"subject_ids": ids, "user_id": "ana"})
+            updates, hot = subject_updates(conn)
+        assert plan.merged == len(NAMES) and len(ids) == len(NAMES)
+        # Four reinforcements, and the first time round four subjects becoming key subjects.
+        assert updates == (2 if n == 1 else 1) * len(NAMES) and hot == updates, (n, updates, hot)
+    with graph.connect() as conn:
+        queued, pending = queue_matches_predicate(conn)
+        descriptions = [r["description_text"] for r in conn.execute(
+            "SELECT description_text FROM subjects WHERE user_id = 'ana' ORDER BY subject_text")]
+    assert queued == pending and len(queued) == len(NAMES)
+    assert all(d.count(" | ") == 3 for d in descriptions)  # the merge did write: four mentions each
+
+
+def test_a_new_vector_or_liveness_moves_the_centroid_age_and_nothing_else_does(graph):
+    with graph.connect() as conn, conn.transaction():
+        merge_pair(conn, "bea", 0, NAMES[:2])
+    with graph.connect() as conn:
+        def ages() -> dict[str, datetime]:
+            return {r["subject_text"]: r["vector_changed_at"] for r in conn.execute(
+                "SELECT subject_text, vector_changed_at FROM subjects WHERE user_id = 'bea'")}
+
+        born = ages()
+        merge_pair(conn, "bea", 1, NAMES[:2])  # reinforcement: description, last_seen_at, count
+        conn.execute("UPDATE subjects SET hub_since = now(), importance = 0.5 WHERE user_id = 'bea'")
+        assert ages() == born
+        conn.execute("UPDATE subjects SET embedding = %s WHERE user_id = 'bea' AND subject_text = %s",
+                     (EMBEDDER.embed(["Big Island trip"])[0], NAMES[0]))
+        conn.execute("UPDATE subjects SET archived_at = now() WHERE user_id = 'bea' AND subject_text = %s", (NAMES[1],))
+        now = ages()
+    assert all(now[name] > born[name] for name in NAMES[:2])
+
+
+def test_the_refinement_queue_follows_every_kind_of_subject_write(graph):
+    """Inserted pending, reinforced, refined, archived, restored, renamed by a dream pass, deleted: after each
+    statement the queue holds exactly the live subjects whose description holds " | "."""
+    vector = EMBEDDER.embed(["x"])[0]
+    with graph.connect() as conn:
+        def check() -> None:
+            queued, pending = queue_matches_predicate(conn)
+            assert queued == pending
+
+        conn.execute("INSERT INTO subjects (id, user_id, kg_id, subject_text, description_text, embedding) "
+                     "SELECT gen_random_uuid(), 'cai', 'default', 'subject ' || n, "
+                     "CASE WHEN n %% 2 = 0 THEN 'one | two' ELSE 'one' END, %s "
+                     "FROM generate_series(1, 8) AS n", (vector,))
+        check()
+        conn.execute("UPDATE subjects SET description_text = description_text || ' | more' WHERE user_id = 'cai' "
+                     "AND subject_text IN ('subject 1', 'subject 3')")
+        check()
+        conn.execute("UPDATE subjects SET description_text = 'a clean narrative' WHERE subject_text = 'subject 2'")
+        check()
+        conn.execute("UPDATE subjects SET archived_at = now() WHERE subject_text IN ('subject 4', 'subject 5')")
+        check()
+        conn.execute("UPDATE subjects SET archived_at = NULL WHERE subject_text = 'subject 4'")
+        check()
+        conn.execute("UPDATE subjects SET subject_text = 'renamed' WHERE subject_text = 'subject 6'")
+        check()
+        conn.execute("DELETE FROM subjects WHERE subject_text IN ('subject 8', 'subject 1')")
+        check()
+        assert len(queue_matches_predicate(conn)[0]) == 3  # subjects 3, 4 and the renamed 6
+
+
+def test_stage_five_reads_the_queue_and_refines_what_it_lists(graph):
+    with graph.connect() as conn, conn.transaction():
+        merge_pair(conn, "dee", 0, NAMES)
+        merge_pair(conn, "dee", 1, NAMES[:2])
+    with graph.connect() as conn:
+        batch = conn.execute(load_sql("pipeline/pending_refinement_batch"),
+                             {"user_id": "dee", "kg_id": "default", "limit": 50, "skip_ids": []}).fetchall()
+        other = conn.execute(load_sql("pipeline/pending_refinement_batch"),
+                             {"user_id": "eve", "kg_id": "default", "limit": 50, "skip_ids": []}).fetchall()
+    assert sorted(r["subject_text"] for r in batch) == sorted(NAMES[:2]) and other == []
+    refined = stages.refine_pending(graph, OfflineRefiner(), EMBEDDER, "dee", "default")
+    with graph.connect() as conn:
+        queued, pending = queue_matches_predicate(conn)
+    assert refined.refined == 2 and queued == pending == set()
+
+
+@pytest.mark.parametrize("model, index, condition", [
+    ("pipeline/held_subject_names", "subjects_live_lower_name_idx", "lower(subject_text) = ANY"),
+    ("pipeline/flag_hubs", "subjects_hubs_idx", "kg_id = 'default'"),
+    ("retrieval/refresh_profile", "subjects_user_kg_vector_changed_idx", "vector_changed_at >"),
+    ("pipeline/pending_refinement_batch", "subject_refinement_queue_user_kg_idx", "user_id = 'fay'"),
+])
+def test_the_fast_paths_reads_of_the_graph_can_use_their_indexes(graph, model, index, condition):
+    """Each statement a new pair runs that used to read every subject of the user can be answered from its
+    index, searched by what the pair needs (EXPLAIN with sequential scans priced out): an edit that loses
+    the index, or reads all of the user's entries in it, fails here."""
+    with graph.connect() as conn, conn.transaction():
+        for n in range(3):
+            merge_pair(conn, "fay", n, NAMES)
+        # A user with a graph worth an index (a handful of rows is read whole whatever the SQL says).
+        conn.execute("INSERT INTO subjects (id, user_id, kg_id, subject_text, description_text, embedding) "
+                     "SELECT gen_random_uuid(), 'fay', 'default', 'topic ' || n, 'one', %s "
+                     "FROM generate_series(1, 2000) AS n", (EMBEDDER.embed(["topic"])[0],))
+        conn.execute("ANALYZE subjects")
+        conn.execute("INSERT INTO recall_profiles (user_id, kg_id, memory_count, subject_count, centroid_at) "
+                     "VALUES ('fay', 'default', 0, 0, now() - interval '1 day')")
+        conn.execute("SET LOCAL enable_seqscan = off")
+        params = {"user_id": "fay", "kg_id": "default", "names": ["hawaii trip", "rome"], "hub_share": 0.25,
+                  "hub_min_pairs": 50, "subject_ids": [], "centroid_tolerance": 0.01, "limit": 50, "skip_ids": []}
+        plan = [r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + load_sql(model), params)]
+    scans = [n for n, line in enumerate(plan) if f" using {index} on " in line or f"Index Scan on {index} " in line]
+    assert scans, "\n".join(plan)
+    searched = [plan[n + 1] for n in scans if "Index Cond:" in plan[n + 1]]
+    assert any(condition in line for line in searched), "\n".join(plan)
+
+
+def test_migration_0022_queues_what_was_pending_and_renews_the_centroids(database_url, monkeypatch):
+    """A graph dreamed before 0022: its junk-drawer subjects are queued by the migration, and every
+    profile's centroid is recomputed on its next refresh (rows from before read vector_changed_at as
+    -infinity, so no centroid may be judged against them)."""
+    from dreaming_dagster.retrieval.profiles import refresh_profile
+    from dreaming_dagster.storage import database as database_module
+    from dreaming_dagster.storage.database import load_migrations
+
+    every = load_migrations()
+    monkeypatch.setattr(database_module, "load_migrations", lambda: [m for m in every if m.version < "0022"])
+    old = Database(database_url)
+    old.ensure_schema(EMBEDDER.spec)
+    with old.connect() as conn, conn.transaction():
+        merge_pair(conn, "gus", 0, NAMES)
+        merge_pair(conn, "gus", 1, NAMES[:3])
+        conn.execute("INSERT INTO recall_profiles (user_id, kg_id, memory_count, subject_count, subject_centroid, "
+                     "refreshed_at, centroid_at) VALUES ('gus', 'default', 2, 4, %s, now(), now())",
+                     (EMBEDDER.embed(["old centroid"])[0],))
+    old.close()
+    monkeypatch.setattr(database_module, "load_migrations", lambda: every)
+    new = Database(database_url)
+    new.ensure_schema(EMBEDDER.spec)
+    with new.connect() as conn:
+        queued, pending = queue_matches_predicate(conn)
+        assert len(pending) == 3 and queued == pending
+        assert conn.execute("SELECT centroid_at FROM recall_profiles WHERE user_id = 'gus'").fetchone()["centroid_at"] is None
+        assert conn.execute("SELECT count(*) FILTER (WHERE vector_changed_at = '-infinity') AS old, count(*) AS n "
+                            "FROM subjects").fetchone() == {"old": 4, "n": 4}
+    refresh_profile(new, "gus", "default")
+    with new.connect() as conn:
+        renewed = conn.execute("SELECT centroid_at, subject_centroid FROM recall_profiles WHERE user_id = 'gus'").fetchone()
+    assert renewed["centroid_at"] is not None
+    assert not np.allclose(renewed["subject_centroid"].to_numpy(), EMBEDDER.embed(["old centroid"])[0])
+    new.close()
