@@ -42,9 +42,9 @@ ROW_DATA_ERRORS = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeEr
 @contextmanager
 def user_graph_lock(database: Database, user_id: str, kg_id: str) -> Iterator[None]:
     """Hold the Postgres advisory lock of (user, kg) for the duration: one writer per graph, across
-    Dagster runs, the fast path and any process. The lock's connection is never a pool's: the stages
-    under it take their own connections, and lock holders waiting for those could empty a pool."""
-    with database.connect(vectors=False, pooled=False) as conn:
+    Dagster runs, the fast path and any process. The lock's connection is never one the stages under it
+    could need (Database.lock_connection: a pool of its own), so lock holders cannot empty a pool."""
+    with database.lock_connection() as conn:
         key = f"dreaming-graph\x1f{user_id}\x1f{kg_id}"
         conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
         try:
