@@ -216,38 +216,32 @@ class Database:
 
     def lock_pool(self):
         """The lock connections' pool (``pool_size`` > 0), opened on first use; see :meth:`lock_connection`."""
-        if self._lock_pool is None:
-            from psycopg_pool import ConnectionPool
-
-            with self._lock:
-                if self._lock_pool is None:
-                    pool = ConnectionPool(
-                        self.url, min_size=1, max_size=self.pool_size, open=True, name="dreaming-locks",
-                        kwargs={"autocommit": True, "row_factory": dict_row}, reset=_release_advisory_locks,
-                        check=ConnectionPool.check_connection)
-                    pool.wait(timeout=60)  # published once filled: see pool()
-                    self._lock_pool = pool
-                    atexit.register(self.close)
-        return self._lock_pool
+        return self._published_pool("_lock_pool", name="dreaming-locks", reset=_release_advisory_locks)
 
     def pool(self):
         """The connection pool (``pool_size`` > 0), opened on first use: autocommit connections with dict
         rows and the vector type, checked before they are handed out."""
-        if self._pool is None:
+        return self._published_pool("_pool", name="dreaming", configure=register_vector)
+
+    def _published_pool(self, attribute: str, **options):
+        """The pool kept in ``attribute``, opened on first use and published only once it holds its first
+        connection: a thread that took that connection while the pool was still filling would leave
+        ``wait()`` nothing to count (a 60 s stall on first use under concurrency). Nothing is then left
+        filling a pool that is dropped, as with Recaller's."""
+        pool = getattr(self, attribute)
+        if pool is None:
             from psycopg_pool import ConnectionPool
 
             with self._lock:
-                if self._pool is None:
-                    pool = ConnectionPool(
-                        self.url, min_size=1, max_size=self.pool_size, open=True, name="dreaming",
-                        kwargs={"autocommit": True, "row_factory": dict_row}, configure=register_vector,
-                        check=ConnectionPool.check_connection)
-                    # As Recaller's pool: nothing left filling it when dropped. Published only once filled:
-                    # a thread that took its connection meanwhile would leave wait() nothing to count.
+                pool = getattr(self, attribute)
+                if pool is None:
+                    pool = ConnectionPool(self.url, min_size=1, max_size=self.pool_size, open=True,
+                                          kwargs={"autocommit": True, "row_factory": dict_row},
+                                          check=ConnectionPool.check_connection, **options)
                     pool.wait(timeout=60)
-                    self._pool = pool
+                    setattr(self, attribute, pool)
                     atexit.register(self.close)  # its worker threads stop before the interpreter does
-        return self._pool
+        return pool
 
     def close(self) -> None:
         """Close the pool, if one was opened (connections in use are closed as they come back)."""
