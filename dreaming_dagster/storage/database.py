@@ -12,7 +12,7 @@ import atexit
 import hashlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import psycopg
@@ -166,20 +166,20 @@ class Database:
             self._ready.add(spec)
 
     @contextmanager
-    def connect(self, *, vectors: bool = True, pooled: bool = True) -> Iterator[psycopg.Connection]:
+    def connect(self, *, vectors: bool = True) -> Iterator[psycopg.Connection]:
         """An autocommit connection with dict rows and (unless ``vectors=False``) the vector type.
 
         ``vectors=False`` suits read-only callers such as sensors that may run before any migration. With a
-        pool, a connection comes from it unless ``pooled=False`` (a connection held for a long time is opened
-        apart: held pool connections waiting for free ones could starve it; the graph lock's has
-        :meth:`lock_connection`) or the schema has not been ensured in this process yet (the pool's
-        connections need the vector type).
+        pool, a connection comes from it unless the schema has not been ensured in this process yet (the pool's
+        connections need the vector type). A connection held for a long time while others work — the graph
+        lock's — comes from :meth:`lock_connection` instead: held pool connections waiting for free ones could
+        starve the pool.
 
         Autocommit on purpose: every multi-statement write says ``with conn.transaction():`` and so is
         a real transaction (in a non-autocommit connection it would silently become a savepoint of an
         implicit transaction opened by an earlier read).
         """
-        if self.pool_size and pooled and (vectors or self._ready):
+        if self.pool_size and (vectors or self._ready):
             with self.pool().connection() as conn:
                 yield conn
             return
@@ -194,20 +194,15 @@ class Database:
         (a new backend: ~5-11 ms of a one-pair sync here). A connection goes back with every session advisory
         lock released (the pool's reset), whatever its holder did. Should that pool be exhausted, a new
         connection is opened, as without a pool: a lock is never refused for want of a connection."""
-        if not self.pool_size:
-            with connect(self.url, vectors=False) as conn:
-                yield conn
-            return
         from psycopg_pool import PoolTimeout
 
-        pool = self.lock_pool()
-        try:
-            conn = pool.getconn(timeout=LOCK_POOL_WAIT_S)
-        except PoolTimeout:
-            conn = None
+        pool, conn = (self.lock_pool() if self.pool_size else None), None
+        if pool is not None:
+            with suppress(PoolTimeout):  # the pool is busy: this lock opens its own connection
+                conn = pool.getconn(timeout=LOCK_POOL_WAIT_S)
         if conn is None:
-            with connect(self.url, vectors=False) as conn:
-                yield conn
+            with connect(self.url, vectors=False) as own:
+                yield own
             return
         try:
             yield conn
