@@ -1,19 +1,22 @@
-"""The local embedder's length batches against one padded call, side by side, on LongMemEval pairs.
+"""The local embedder's ways of running all-MiniLM-L6-v2, side by side, on LongMemEval pairs.
 
     .venv/bin/python bench/embedding_batches.py [--pairs 40] [--bulk-pairs 192] [--runs 3]
 
 A MiniLM call computes every text of a batch at the length of its longest. A pair's two turns (its
 question, ~60 word pieces, and its reply, usually the 256-piece window) used to go through one
 ``SentenceTransformer.encode`` call, batch size 64: the question padded to 256. ``LocalMiniLMEmbedder``
-now groups texts by length (``embeddings.padding_bounded_batches``). Measured in one run, the two ways
-taking turns on the same texts:
+groups texts by length (``embeddings.padding_bounded_batches``), and runs the model in ONNX Runtime by
+default (``dreaming_dagster/onnx_encoder.py``; DREAMING_EMBEDDING_LOCAL_RUNTIME=torch for PyTorch). Three
+ways, measured in one run taking turns on the same texts (torch's threads: the machine's cores):
 
-- one pair at a time (what a save with inline embedding, and so the fast path, sends): p50 per pair;
-- a bulk batch of --bulk-pairs pairs (a backlog's embedding stage): seconds, median of --runs;
-- names (subject names, short texts: one call either way): p50 per call of three names;
-- the largest difference between the two ways' vectors (padding under an attention mask changes nothing
-  but rounding).
-Results: bench/results/embedding_batches.json.
+- padded: one ``encode`` call of sentence-transformers on PyTorch (the embedder before length batches);
+- length batches, torch: ``LocalMiniLMEmbedder(runtime="torch")``;
+- length batches, onnx: ``LocalMiniLMEmbedder()``, the default.
+
+Per way: one pair at a time (what a save with inline embedding, and so the fast path, sends), p50 per
+pair; a bulk batch of --bulk-pairs pairs (a backlog's embedding stage), seconds, median of --runs; three
+subject names (short texts: one call either way), p50; one recall query, p50; and the largest difference
+between any way's vectors and the padded call's (rounding only). Results: bench/results/embedding_batches.json.
 """
 
 from __future__ import annotations
@@ -56,46 +59,57 @@ def main() -> None:
     pair_texts = [[t for t in pair_embedding_texts(r["user_message"], r["assistant_message"]) if t]
                   for r in records[:args.pairs + args.bulk_pairs]]
     single, bulk = pair_texts[:args.pairs], [t for texts in pair_texts[args.pairs:] for t in texts]
-    embedder = LocalMiniLMEmbedder(batch_size=64)
-    embedder.embed(["warm-up"])
-    one_padded_call(["warm-up"])
+    ways = {"padded": one_padded_call, "length_batches_torch": LocalMiniLMEmbedder(batch_size=64, runtime="torch").embed,
+            "length_batches_onnx": LocalMiniLMEmbedder(batch_size=64).embed}
+    for way in ways.values():
+        way(["warm-up"])
     model = _load_minilm()
     lengths = [[len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]]
                for texts in single]
     assert all(len(texts) == 2 for texts in single), "every pair of the sample has both turns"
 
-    ways = {"padded": one_padded_call, "length_batches": embedder.embed}
+    def taking_turns(n: int) -> list[str]:
+        order = list(ways)
+        return order[n % len(order):] + order[:n % len(order)]
+
     per_pair: dict[str, list[float]] = {name: [] for name in ways}
     largest_difference = 0.0
     for n, texts in enumerate(single):
         vectors = {}
-        for name in (list(ways) if n % 2 == 0 else list(ways)[::-1]):  # taking turns
+        for name in taking_turns(n):
             started = time.perf_counter()
             vectors[name] = ways[name](texts)
             per_pair[name].append(time.perf_counter() - started)
-        largest_difference = max(largest_difference, float(np.abs(vectors["padded"] - vectors["length_batches"]).max()))
-
-    assert largest_difference < 1e-4, f"the two ways' vectors differ by {largest_difference}"
+        largest_difference = max(largest_difference, *(float(np.abs(vectors["padded"] - v).max()) for v in vectors.values()))
+    assert largest_difference < 1e-4, f"the ways' vectors differ by {largest_difference}"
 
     bulk_s: dict[str, list[float]] = {name: [] for name in ways}
     for run in range(args.runs):
-        for name in (list(ways) if run % 2 == 0 else list(ways)[::-1]):
+        for name in taking_turns(run):
             started = time.perf_counter()
             vectors = ways[name](bulk)
             bulk_s[name].append(time.perf_counter() - started)
             assert vectors.shape == (len(bulk), 384)
 
-    names = ["Rachel", "Lisbon trip", "my sister's new apartment"]
-    name_calls: dict[str, list[float]] = {name: [] for name in ways}
+    short_texts = {"three_names": ["Rachel", "Lisbon trip", "my sister's new apartment"],
+                   "one_query": ["what did I say about the hotel in Lisbon?"]}
+    short_calls = {kind: {name: [] for name in ways} for kind in short_texts}
     for n in range(20):
-        for name in (list(ways) if n % 2 == 0 else list(ways)[::-1]):
-            started = time.perf_counter()
-            ways[name](names)
-            name_calls[name].append(time.perf_counter() - started)
+        for kind, texts in short_texts.items():
+            for name in taking_turns(n):
+                started = time.perf_counter()
+                ways[name](texts)
+                short_calls[kind][name].append(time.perf_counter() - started)
 
     def ms(values: list[float]) -> float:
         return round(statistics.median(values) * 1000, 1)
 
+    def ratios(medians: dict[str, float]) -> dict[str, float]:
+        return {"length_batches_torch_to_padded": round(medians["length_batches_torch"] / medians["padded"], 2),
+                "onnx_to_torch": round(medians["length_batches_onnx"] / medians["length_batches_torch"], 2)}
+
+    pair_p50 = {name: ms(per_pair[name]) for name in ways}
+    bulk_median = {name: round(statistics.median(bulk_s[name]), 2) for name in ways}
     results = {
         "benchmark": "embedding_batches",
         "command": "make bench-embedding-batches  (.venv/bin/python bench/embedding_batches.py)",
@@ -106,17 +120,12 @@ def main() -> None:
             "pairs": len(single),
             "word_pieces_median": {"question": statistics.median(q for q, _ in lengths),
                                    "reply": statistics.median(r for _, r in lengths)},
-            "padded_p50_ms": ms(per_pair["padded"]), "length_batches_p50_ms": ms(per_pair["length_batches"]),
-            "ratio": round(statistics.median(per_pair["length_batches"]) / statistics.median(per_pair["padded"]), 2),
+            "p50_ms": pair_p50, **ratios(pair_p50),
         },
-        "bulk": {
-            "pairs": args.bulk_pairs, "texts": len(bulk),
-            "padded_median_s": round(statistics.median(bulk_s["padded"]), 2),
-            "length_batches_median_s": round(statistics.median(bulk_s["length_batches"]), 2),
-            "ratio": round(statistics.median(bulk_s["length_batches"]) / statistics.median(bulk_s["padded"]), 2),
-        },
-        "three_names": {"padded_p50_ms": ms(name_calls["padded"]),
-                        "length_batches_p50_ms": ms(name_calls["length_batches"])},
+        "bulk": {"pairs": args.bulk_pairs, "texts": len(bulk), "median_s": bulk_median, **ratios(bulk_median)},
+        **{kind: {"p50_ms": {name: ms(calls[name]) for name in ways},
+                  **ratios({name: statistics.median(calls[name]) for name in ways})}
+           for kind, calls in short_calls.items()},
         "largest_vector_difference": largest_difference,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

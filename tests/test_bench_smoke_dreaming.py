@@ -18,7 +18,10 @@ def test_ingest_bench(tmp_path):
 def test_embedding_batches_bench(tmp_path):
     result = run_bench("embedding_batches", "--pairs", "2", "--bulk-pairs", "3", "--runs", "1", out=tmp_path / "r.json")
     assert result["one_pair_at_a_time"]["pairs"] == 2 and result["bulk"]["texts"] == 6
-    assert result["one_pair_at_a_time"]["length_batches_p50_ms"] > 0 and result["largest_vector_difference"] < 1e-4
+    ways = {"padded", "length_batches_torch", "length_batches_onnx"}
+    for kind in ("one_pair_at_a_time", "three_names", "one_query"):
+        assert set(result[kind]["p50_ms"]) == ways and min(result[kind]["p50_ms"].values()) > 0
+    assert set(result["bulk"]["median_s"]) == ways and result["largest_vector_difference"] < 1e-4
 
 
 def test_dreaming_bench_side_by_side(tmp_path):
@@ -28,6 +31,10 @@ def test_dreaming_bench_side_by_side(tmp_path):
     assert set(by_extractor) == {"entities", "keyphrases"} and result["throughput"]["extractor"] == "entities"
     assert all(cell["statements_per_pair"] > 0 for cell in by_extractor.values())
     assert result["fast_path"]["p50_s_median"] > 0 and result["fast_path"]["statements_per_sample_median"] > 0
+    by_runtime = result["fast_path"]["by_runtime"]  # the local model's runtimes side by side, onnx the headline
+    assert set(by_runtime) == {"onnx", "torch"} and result["fast_path"]["runtime"] == "onnx"
+    assert all(len(cell["runs"][0]["samples_s"]) == 2 for cell in by_runtime.values())
+    assert result["fast_path"]["p50_s_median"] == by_runtime["onnx"]["p50_s_median"]
 
 
 def test_stages_bench(tmp_path):

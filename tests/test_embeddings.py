@@ -24,6 +24,17 @@ def test_batches_never_pad_a_text_to_more_than_twice_its_length_past_the_slack()
     assert padding_bounded_batches([3, 40], 64, slack=32) == [[1], [0]]
 
 
+def test_batches_hold_at_most_max_tokens_padded_word_pieces():
+    lengths = [256, 256, 250, 60, 62, 58, 61, 59, 63, 57, 60, 64, 5, 3, 4]
+    batches = padding_bounded_batches(lengths, batch_size=64, max_tokens=512)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert all(len(batch) * lengths[batch[0]] <= 512 for batch in batches)
+    assert batches[:2] == [[0, 1], [2]]  # two replies a call
+    assert [len(b) for b in batches[2:]] == [8, 1, 3]  # eight questions, then the rest and the names
+    assert padding_bounded_batches([300], 64, max_tokens=256) == [[0]]  # a text longer than the cap: alone
+    assert padding_bounded_batches(lengths, 64) == padding_bounded_batches(lengths, 64, max_tokens=None)
+
+
 def test_batches_hold_at_most_batch_size_texts():
     assert padding_bounded_batches([10] * 7, batch_size=3) == [[0, 1, 2], [3, 4, 5], [6]]
     assert padding_bounded_batches([], batch_size=3) == []

@@ -1,0 +1,136 @@
+"""The local model in ONNX Runtime: the same vectors as PyTorch, exported once into a cache, reused by
+later processes, re-exported when the file is broken, and PyTorch when ONNX Runtime is not there."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dreaming_dagster import onnx_encoder
+from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _minilm_dir, embedder_from_settings
+
+TEXTS = ["user: where does my sister live?",
+         "assistant: " + "Lisbon has steep hills, trams and tiled facades. " * 40,  # past the 256-piece window
+         "Hawaii", "", "user: I adopted a beagle named Max", "assistant: Congratulations on Max!",
+         "Molokini crater", "my sister's wedding in Porto", "x " * 120]
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    return LocalMiniLMEmbedder(runtime="torch").embed(TEXTS)
+
+
+def test_onnx_runtime_gives_pytorchs_vectors_in_any_batching(torch_vectors, tmp_path):
+    embedder = LocalMiniLMEmbedder(batch_size=4, model_cache_dir=tmp_path)
+    for _ in range(2):  # called repeatedly: the same answer
+        vectors = embedder.embed(TEXTS)
+        assert embedder.runtime_used == "onnx"
+        assert vectors.shape == (len(TEXTS), 384) and vectors.dtype == np.float32
+        assert np.abs(vectors - torch_vectors).max() < 1e-5
+    # One text at a time, and all of them in one padded batch: the mask is honoured.
+    one_by_one = np.vstack([embedder.embed([text]) for text in TEXTS])
+    assert np.abs(one_by_one - torch_vectors).max() < 1e-5
+    encoder = onnx_encoder.load_onnx_encoder(_minilm_dir(), tmp_path.resolve(), 1)
+    assert np.abs(encoder.encode(TEXTS) - torch_vectors).max() < 1e-5
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_the_export_is_cached_by_the_weights_digest_and_reused(tmp_path):
+    model_dir = _minilm_dir()
+    target = onnx_encoder.encoder_file(model_dir, tmp_path)
+    assert target.parent == tmp_path and "-opset17-" in target.name
+    assert onnx_encoder.encoder_file(model_dir, tmp_path) == target  # stable name
+    LocalMiniLMEmbedder(model_cache_dir=tmp_path).embed(["first"])
+    assert target.exists() and [p.name for p in tmp_path.iterdir()] == [target.name]  # no leftover part files
+    written = target.stat().st_mtime_ns
+    # A fresh process loads the file without exporting (no write, and no PyTorch model built).
+    script = ("import sys; from pathlib import Path; from dreaming_dagster.embeddings import LocalMiniLMEmbedder;"
+              f"e = LocalMiniLMEmbedder(model_cache_dir=Path({str(tmp_path)!r})); v = e.embed(['Hawaii']);"
+              "print(e.runtime_used, 'sentence_transformers' in sys.modules, round(float(v[0] @ v[0]), 4))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split() == ["onnx", "False", "1.0"]
+    assert target.stat().st_mtime_ns == written
+
+
+def test_a_broken_cached_file_is_exported_again(tmp_path, caplog):
+    model_dir = _minilm_dir()
+    target = onnx_encoder.encoder_file(model_dir, tmp_path)
+    target.write_bytes(b"not an onnx graph")
+    with caplog.at_level(logging.WARNING, logger="dreaming_dagster.onnx_encoder"):
+        encoder = onnx_encoder.load_onnx_encoder(model_dir, tmp_path, 1)
+    assert "exporting it again" in caplog.text
+    assert target.stat().st_size > 10_000_000
+    assert encoder.encode(["Hawaii"]).shape == (1, 384)
+
+
+def test_an_export_that_disagrees_with_pytorch_is_refused_and_leaves_no_file(tmp_path, monkeypatch):
+    # A tolerance no fp32 export can meet: the check compares, it does not assume.
+    monkeypatch.setattr(onnx_encoder, "EXPORT_TOLERANCE", 0.0)
+    target = tmp_path / "encoder.onnx"
+    with pytest.raises(onnx_encoder.ExportMismatchError, match="differs from PyTorch"):
+        onnx_encoder.export_encoder(_minilm_dir(), target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_processes_exporting_at_once_all_get_the_same_file(tmp_path):
+    script = ("from pathlib import Path; from dreaming_dagster.embeddings import LocalMiniLMEmbedder;"
+              f"e = LocalMiniLMEmbedder(model_cache_dir=Path({str(tmp_path)!r})); v = e.embed(['my sister']);"
+              "print(e.runtime_used, ' '.join(f'{x:.5f}' for x in v[0][:4]))")
+    runs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    outputs = [run.communicate(timeout=300)[0].strip() for run in runs]
+    assert all(run.returncode == 0 for run in runs)
+    assert len(set(outputs)) == 1 and outputs[0].startswith("onnx ")
+    assert len([p for p in tmp_path.iterdir() if p.suffix == ".onnx"]) == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+
+
+def test_without_onnx_runtime_the_embedder_says_so_and_uses_pytorch(torch_vectors, tmp_path, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
+    onnx_encoder.load_onnx_encoder.cache_clear()
+    try:
+        embedder = LocalMiniLMEmbedder(model_cache_dir=tmp_path)
+        with caplog.at_level(logging.WARNING, logger="dreaming_dagster.embeddings"):
+            vectors = embedder.embed(TEXTS)
+            embedder.embed(["again"])
+        assert embedder.runtime_used == "torch"
+        assert caplog.text.count("embedding with PyTorch") == 1  # said once, not on every call
+        assert np.abs(vectors - torch_vectors).max() < 1e-6
+    finally:
+        onnx_encoder.load_onnx_encoder.cache_clear()
+
+
+def test_the_runtime_is_a_setting_and_a_bad_value_names_it(clean_env, tmp_path):
+    clean_env.setenv("DREAMING_EMBEDDING_LOCAL_RUNTIME", "torch")
+    clean_env.setenv("DREAMING_MODEL_CACHE_DIR", str(tmp_path))
+    settings = DreamingSettings()
+    embedder = embedder_from_settings(settings)
+    assert (embedder.runtime, embedder.model_cache_dir) == ("torch", tmp_path.resolve())
+    embedder.embed(["Hawaii"])
+    assert embedder.runtime_used == "torch" and list(tmp_path.iterdir()) == []  # nothing exported
+    clean_env.setenv("DREAMING_EMBEDDING_LOCAL_RUNTIME", "tensorrt")
+    with pytest.raises(ValueError, match="embedding_local_runtime"):
+        DreamingSettings()
+    with pytest.raises(ValueError, match="runtime must be"):
+        LocalMiniLMEmbedder(runtime="tensorrt")
+    clean_env.delenv("DREAMING_EMBEDDING_LOCAL_RUNTIME")
+    clean_env.delenv("DREAMING_MODEL_CACHE_DIR")
+    clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert DreamingSettings().resolved_model_cache_dir == (tmp_path / "xdg" / "dreaming-dagster").resolve()
+
+
+def test_the_probe_covers_padding_and_the_window():
+    # The export check is only as good as its probe: texts of very different lengths, one past the window.
+    from transformers import AutoTokenizer
+
+    model_dir = _minilm_dir()
+    counts = [len(ids) for ids in AutoTokenizer.from_pretrained(str(model_dir))(
+        list(onnx_encoder.PROBE_TEXTS), truncation=True, max_length=onnx_encoder.max_seq_length(model_dir))["input_ids"]]
+    assert max(counts) == onnx_encoder.max_seq_length(model_dir) == 256
+    assert min(counts) == 2  # "" is [CLS] [SEP]
+    assert json.loads((model_dir / "1_Pooling" / "config.json").read_text())["pooling_mode_mean_tokens"] is True
