@@ -45,6 +45,9 @@ PROBE_TEXTS = (
 )
 
 
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
 class ExportMismatchError(RuntimeError):
     """An exported graph's vectors differ from PyTorch's: the export is not used."""
 
@@ -97,14 +100,13 @@ def export_encoder(model_dir: Path, target: Path) -> Path:
             return self.transformer(input_ids=input_ids, attention_mask=attention_mask,
                                     token_type_ids=token_type_ids).last_hidden_state
 
-    axes = {"batch": 0, "tokens": 1}
-    dynamic = {name: {position: axis for axis, position in axes.items()}
-               for name in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")}
+    # PyTorch's vectors before the export: torch.onnx.export leaves the module in training mode (dropout on).
+    with torch.inference_mode():
+        expected = mean_pooled(model(**probe).last_hidden_state.numpy(), probe["attention_mask"].numpy())
+    dynamic = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, scratch = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
     os.close(handle)
-    with torch.inference_mode():
-        expected = mean_pooled(model(**probe).last_hidden_state.numpy(), probe["attention_mask"].numpy())
     try:
         with warnings.catch_warnings():
             # The TorchScript exporter warns that it is the older of torch's two exporters, and its tracer that
@@ -112,7 +114,7 @@ def export_encoder(model_dir: Path, target: Path) -> Path:
             warnings.simplefilter("ignore")
             torch.onnx.export(LastHiddenState(model),
                               (probe["input_ids"], probe["attention_mask"], probe["token_type_ids"]), scratch,
-                              input_names=["input_ids", "attention_mask", "token_type_ids"],
+                              input_names=list(_INPUTS),
                               output_names=["last_hidden_state"], dynamic_axes=dynamic,
                               opset_version=EXPORT_OPSET, dynamo=False)
         session = _session(Path(scratch), threads=1)
@@ -125,9 +127,6 @@ def export_encoder(model_dir: Path, target: Path) -> Path:
     finally:
         Path(scratch).unlink(missing_ok=True)
     return target
-
-
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def _session(path: Path, threads: int):
