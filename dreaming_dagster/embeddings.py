@@ -194,7 +194,7 @@ class LocalMiniLMEmbedder:
     """all-MiniLM-L6-v2 on the CPU, loaded once per process on first use (~7 s, mostly imports).
 
     ``runtime`` "onnx" runs it in ONNX Runtime (dreaming_dagster/onnx_encoder.py: the same vectors, less
-    time), exported on first use into ``model_cache_dir`` (None: DREAMING_MODEL_CACHE_DIR's default);
+    time), exported on first use into ``model_cache_dir`` (None: DREAMING_EMBEDDING_MODEL_CACHE_DIR's default);
     "torch" in sentence-transformers. Either way the intra-op threads are torch's (``torch.set_num_threads``,
     which the service sets to DREAMING_SERVE_TORCH_THREADS). ``runtime_used`` says which ran: "onnx" falls
     back to "torch", with a warning in the log, if ONNX Runtime cannot export or load the model."""

@@ -107,7 +107,7 @@ def test_without_onnx_runtime_the_embedder_says_so_and_uses_pytorch(torch_vector
 
 def test_the_runtime_is_a_setting_and_a_bad_value_names_it(clean_env, tmp_path):
     clean_env.setenv("DREAMING_EMBEDDING_LOCAL_RUNTIME", "torch")
-    clean_env.setenv("DREAMING_MODEL_CACHE_DIR", str(tmp_path))
+    clean_env.setenv("DREAMING_EMBEDDING_MODEL_CACHE_DIR", str(tmp_path))
     settings = DreamingSettings()
     embedder = embedder_from_settings(settings)
     assert (embedder.runtime, embedder.model_cache_dir) == ("torch", tmp_path.resolve())
@@ -119,7 +119,7 @@ def test_the_runtime_is_a_setting_and_a_bad_value_names_it(clean_env, tmp_path):
     with pytest.raises(ValueError, match="runtime must be"):
         LocalMiniLMEmbedder(runtime="tensorrt")
     clean_env.delenv("DREAMING_EMBEDDING_LOCAL_RUNTIME")
-    clean_env.delenv("DREAMING_MODEL_CACHE_DIR")
+    clean_env.delenv("DREAMING_EMBEDDING_MODEL_CACHE_DIR")
     clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert DreamingSettings().resolved_model_cache_dir == (tmp_path / "xdg" / "dreaming-dagster").resolve()
 
@@ -134,3 +134,13 @@ def test_the_probe_covers_padding_and_the_window():
     assert max(counts) == onnx_encoder.max_seq_length(model_dir) == 256
     assert min(counts) == 2  # "" is [CLS] [SEP]
     assert json.loads((model_dir / "1_Pooling" / "config.json").read_text())["pooling_mode_mean_tokens"] is True
+
+
+def test_the_dagster_embedder_resource_carries_the_runtime_and_the_cache(clean_env, tmp_path):
+    from dreaming_dagster.defs.resources import EmbedderResource
+
+    embedder = EmbedderResource(local_runtime="torch", model_cache_dir=str(tmp_path)).embedder()
+    assert (embedder.runtime, embedder.model_cache_dir) == ("torch", tmp_path.resolve())
+    clean_env.setenv("DREAMING_EMBEDDING_LOCAL_RUNTIME", "onnx")  # the resource's field wins over the variable
+    assert EmbedderResource(local_runtime="torch").embedder().runtime == "torch"
+    assert EmbedderResource().embedder().runtime == "onnx"

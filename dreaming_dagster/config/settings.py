@@ -49,9 +49,9 @@ class DreamingSettings(BaseSettings):
     embedding_batch_size: int = Field(default=64, gt=0, le=2048)
     embedding_local_runtime: Literal["onnx", "torch"] = "onnx"
     """What runs the local model: onnx = ONNX Runtime (the same vectors to ~1e-7; a query in ~0.4 of the time,
-    a pair ~0.85; exported once into DREAMING_MODEL_CACHE_DIR), torch = sentence-transformers on PyTorch.
+    a pair ~0.85; exported once into DREAMING_EMBEDDING_MODEL_CACHE_DIR), torch = sentence-transformers on PyTorch.
     If ONNX Runtime cannot load or export the model, the embedder says so in the log and uses PyTorch."""
-    model_cache_dir: Path | None = None
+    embedding_model_cache_dir: Path | None = None
     """Where derived model files are kept (the ONNX export of the local model). Unset:
     $XDG_CACHE_HOME/dreaming-dagster, else ~/.cache/dreaming-dagster."""
 
@@ -150,7 +150,7 @@ class DreamingSettings(BaseSettings):
     serve_shutdown_seconds: float = Field(default=30.0, ge=0)
     """how long a stopping service waits for requests in flight"""
 
-    @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "model_cache_dir", "embedding_model", "embedding_base_url", "embedding_api_key",
+    @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "embedding_model_cache_dir", "embedding_model", "embedding_base_url", "embedding_api_key",
                      "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",
                      mode="before")
     @classmethod
@@ -174,8 +174,8 @@ class DreamingSettings(BaseSettings):
 
     @property
     def resolved_model_cache_dir(self) -> Path:
-        if self.model_cache_dir is not None:
-            return self.model_cache_dir.expanduser().resolve()
+        if self.embedding_model_cache_dir is not None:
+            return self.embedding_model_cache_dir.expanduser().resolve()
         base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
         return (Path(base) / "dreaming-dagster").resolve()
 
