@@ -123,6 +123,9 @@ def export_encoder(model_dir: Path, target: Path) -> Path:
         difference = float(np.abs(got - expected).max())
         if difference > EXPORT_TOLERANCE:
             raise ExportMismatchError(f"ONNX export of {model_dir.name} differs from PyTorch by {difference:.2e}")
+        # mkstemp makes the file private; the export is public weights, and an image built by one user is
+        # read by another.
+        os.chmod(scratch, 0o644)
         os.replace(scratch, target)
     finally:
         Path(scratch).unlink(missing_ok=True)

@@ -49,6 +49,7 @@ def test_the_export_is_cached_by_the_weights_digest_and_reused(tmp_path):
     LocalMiniLMEmbedder(model_cache_dir=tmp_path).embed(["first"])
     assert target.exists() and [p.name for p in tmp_path.iterdir()] == [target.name]  # no leftover part files
     written = target.stat().st_mtime_ns
+    assert target.stat().st_mode & 0o777 == 0o644  # readable by other users (an image's cache)
     # A fresh process loads the file without exporting (no write, and no PyTorch model built).
     script = ("import sys; from pathlib import Path; from dreaming_dagster.embeddings import LocalMiniLMEmbedder;"
               f"e = LocalMiniLMEmbedder(model_cache_dir=Path({str(tmp_path)!r})); v = e.embed(['Hawaii']);"
