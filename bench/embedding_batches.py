@@ -6,12 +6,14 @@ A MiniLM call computes every text of a batch at the length of its longest. A pai
 question, ~60 word pieces, and its reply, usually the 256-piece window) used to go through one
 ``SentenceTransformer.encode`` call, batch size 64: the question padded to 256. ``LocalMiniLMEmbedder``
 groups texts by length (``embeddings.padding_bounded_batches``), and runs the model in ONNX Runtime by
-default (``dreaming_dagster/onnx_encoder.py``; DREAMING_EMBEDDING_LOCAL_RUNTIME=torch for PyTorch). Three
+default (``dreaming_dagster/onnx_encoder.py``; DREAMING_EMBEDDING_LOCAL_RUNTIME=torch for PyTorch). Four
 ways, measured in one run taking turns on the same texts (torch's threads: the machine's cores):
 
 - padded: one ``encode`` call of sentence-transformers on PyTorch (the embedder before length batches);
 - length batches, torch: ``LocalMiniLMEmbedder(runtime="torch")``;
-- length batches, onnx: ``LocalMiniLMEmbedder()``, the default.
+- length batches, onnx unfused: the embedder on the export before fusion (``export_encoder(fuse=False)``:
+  PyTorch's default attention as traced, in a scratch cache directory);
+- length batches, onnx: ``LocalMiniLMEmbedder()``, the default (attention, layer norms and GELU fused).
 
 Per way: one pair at a time (what a save with inline embedding, and so the fast path, sends), p50 per
 pair; a bulk batch of --bulk-pairs pairs (a backlog's embedding stage), seconds, median of --runs; three
@@ -22,8 +24,11 @@ between any way's vectors and the padded call's (rounding only). Results: bench/
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import statistics
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +36,8 @@ from pathlib import Path
 import numpy as np
 from common import ORACLE, ROOT, machine  # first: puts the project on the import path
 
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm, pair_embedding_texts
+from dreaming_dagster import onnx_encoder
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm, _minilm_dir, pair_embedding_texts
 from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
@@ -59,7 +65,12 @@ def main() -> None:
     pair_texts = [[t for t in pair_embedding_texts(r["user_message"], r["assistant_message"]) if t]
                   for r in records[:args.pairs + args.bulk_pairs]]
     single, bulk = pair_texts[:args.pairs], [t for texts in pair_texts[args.pairs:] for t in texts]
+    # The unfused graph where the embedder looks for its export, in a scratch cache: the same embedder code.
+    unfused_cache = Path(tempfile.mkdtemp(prefix="unfused-onnx-"))
+    atexit.register(shutil.rmtree, unfused_cache, True)
+    onnx_encoder.export_encoder(_minilm_dir(), onnx_encoder.encoder_file(_minilm_dir(), unfused_cache), fuse=False)
     ways = {"padded": one_padded_call, "length_batches_torch": LocalMiniLMEmbedder(batch_size=64, runtime="torch").embed,
+            "length_batches_onnx_unfused": LocalMiniLMEmbedder(batch_size=64, model_cache_dir=unfused_cache).embed,
             "length_batches_onnx": LocalMiniLMEmbedder(batch_size=64).embed}
     for way in ways.values():
         way(["warm-up"])
@@ -106,7 +117,8 @@ def main() -> None:
 
     def ratios(medians: dict[str, float]) -> dict[str, float]:
         return {"length_batches_torch_to_padded": round(medians["length_batches_torch"] / medians["padded"], 2),
-                "onnx_to_torch": round(medians["length_batches_onnx"] / medians["length_batches_torch"], 2)}
+                "onnx_to_torch": round(medians["length_batches_onnx"] / medians["length_batches_torch"], 2),
+                "onnx_fused_to_unfused": round(medians["length_batches_onnx"] / medians["length_batches_onnx_unfused"], 2)}
 
     pair_p50 = {name: ms(per_pair[name]) for name in ways}
     bulk_median = {name: round(statistics.median(bulk_s[name]), 2) for name in ways}

@@ -178,7 +178,8 @@ def reliability_rows(r: dict) -> Rows:
         (f"one INSERT of pairs for {b['users']:,} users", f"{b['seconds']} s, {b['users_indexed']:,} users indexed")]
 
 
-def main() -> None:
+def render() -> str:
+    """docs/benchmarks.md's text from the committed results and bench/report_layout.toml."""
     out = ["# Benchmarks", "",
            "Every figure the README and docs quote, generated from `bench/results/*.json` by `bench/report.py`; "
            "`make bench` reruns every benchmark and regenerates this page. Speed is measured here, never in "
@@ -188,9 +189,13 @@ def main() -> None:
         rows: Rows = []
         if result is not None:
             rows = (globals()[spec["builder"]](result) if "builder" in spec
-                    else [(label, template.format_map(result)) for label, template in spec["rows"]])
+                    else [(label.format_map(result), template.format_map(result)) for label, template in spec["rows"]])
         out += section(spec["title"], result, rows, spec.get("note", "").format_map(result or {}))
-    (ROOT / "docs" / "benchmarks.md").write_text("\n".join(out))
+    return "\n".join(out)
+
+
+def main() -> None:
+    (ROOT / "docs" / "benchmarks.md").write_text(render())
     print(f"wrote {ROOT / 'docs' / 'benchmarks.md'}")
 
 

@@ -18,10 +18,11 @@ def test_ingest_bench(tmp_path):
 def test_embedding_batches_bench(tmp_path):
     result = run_bench("embedding_batches", "--pairs", "2", "--bulk-pairs", "3", "--runs", "1", out=tmp_path / "r.json")
     assert result["one_pair_at_a_time"]["pairs"] == 2 and result["bulk"]["texts"] == 6
-    ways = {"padded", "length_batches_torch", "length_batches_onnx"}
+    ways = {"padded", "length_batches_torch", "length_batches_onnx_unfused", "length_batches_onnx"}
     for kind in ("one_pair_at_a_time", "three_names", "one_query"):
         assert set(result[kind]["p50_ms"]) == ways and min(result[kind]["p50_ms"].values()) > 0
     assert set(result["bulk"]["median_s"]) == ways and result["largest_vector_difference"] < 1e-4
+    assert result["one_pair_at_a_time"]["onnx_fused_to_unfused"] > 0
 
 
 def test_dreaming_bench_side_by_side(tmp_path):

@@ -79,6 +79,34 @@ def test_an_export_that_disagrees_with_pytorch_is_refused_and_leaves_no_file(tmp
     assert list(tmp_path.iterdir()) == []
 
 
+def _operators(path) -> set[str]:
+    import onnx
+
+    return {node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node}
+
+
+def test_the_export_is_fused_and_an_optimizer_failure_keeps_the_plain_graph(torch_vectors, tmp_path, monkeypatch,
+                                                                          caplog):
+    fused = onnx_encoder.export_encoder(_minilm_dir(), tmp_path / "fused.onnx")
+    assert {"Attention", "EmbedLayerNormalization", "SkipLayerNormalization", "BiasGelu"} <= _operators(fused)
+    assert "Softmax" not in _operators(fused)  # no attention left unfused
+
+    from onnxruntime.transformers import optimizer
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no pattern here")
+
+    monkeypatch.setattr(optimizer, "optimize_model", broken)
+    with caplog.at_level(logging.WARNING, logger="dreaming_dagster.onnx_encoder"):
+        plain = onnx_encoder.export_encoder(_minilm_dir(), tmp_path / "plain.onnx")
+    assert "fusion failed (no pattern here)" in caplog.text
+    assert "Attention" not in _operators(plain) and "Softmax" in _operators(plain)
+    # Either graph gives PyTorch's vectors (each was also checked on export).
+    for path in (fused, plain):
+        encoder = onnx_encoder.OnnxSentenceEncoder(_minilm_dir(), path, 1)
+        assert np.abs(encoder.encode(TEXTS) - torch_vectors).max() < 1e-5
+
+
 def test_processes_exporting_at_once_all_get_the_same_file(tmp_path):
     script = ("from pathlib import Path; from dreaming_dagster.embeddings import LocalMiniLMEmbedder;"
               f"e = LocalMiniLMEmbedder(model_cache_dir=Path({str(tmp_path)!r})); v = e.embed(['my sister']);"
