@@ -150,6 +150,62 @@ def test_stage_five_reads_the_queue_and_refines_what_it_lists(graph):
     assert refined.refined == 2 and queued == pending == set()
 
 
+# Names as refinement writes them (title case): the offline refiner keeps these.
+TITLED = ["Hawaii Trip", "Sourdough Baking", "Marathon Training", "Lisbon Hotels"]
+
+
+class RenamingRefiner(OfflineRefiner):
+    """The offline refiner (which keeps a canonical name), except that it renames the first of TITLED."""
+
+    def refine(self, name: str, description: str):
+        refined = super().refine(name, description)
+        return refined.model_copy(update={"name": "Big Island trip"}) if name == TITLED[0] else refined
+
+
+class CountingEmbedder(HashEmbedder):
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def embed(self, texts):
+        self.asked.extend(texts)
+        return super().embed(texts)
+
+
+def test_refinement_embeds_only_new_names_and_a_kept_name_keeps_its_vector(graph):
+    """A refined subject that keeps its name keeps its stored vector (no embedding asked for it), so its
+    update changes no indexed column and is HOT; a renamed subject gets its new name's vector."""
+    with graph.connect() as conn, conn.transaction():
+        merge_pair(conn, "hal", 0, TITLED)
+        merge_pair(conn, "hal", 1, TITLED)
+    query = "SELECT subject_text, embedding, vector_changed_at FROM subjects WHERE user_id = 'hal'"
+    with graph.connect() as conn:
+        before = {r["subject_text"]: r for r in conn.execute(query)}
+    embedder = CountingEmbedder()
+    refined = stages.refine_pending(graph, RenamingRefiner(), embedder, "hal", "default")
+    with graph.connect() as conn:
+        after = {r["subject_text"]: r for r in conn.execute(query)}
+    assert refined.refined == len(TITLED) and refined.renamed == 1
+    assert embedder.asked == ["Big Island trip"]
+    for name in TITLED[1:]:
+        assert np.array_equal(after[name]["embedding"].to_numpy(), before[name]["embedding"].to_numpy())
+        assert after[name]["vector_changed_at"] == before[name]["vector_changed_at"]
+    assert np.allclose(after["Big Island trip"]["embedding"].to_numpy(), EMBEDDER.embed(["Big Island trip"])[0])
+    assert after["Big Island trip"]["vector_changed_at"] > before[TITLED[0]]["vector_changed_at"]
+
+    # The statement itself: a kept name (no vector sent) is a HOT update; a new name is not (it is indexed).
+    with graph.connect() as conn, conn.transaction():
+        ids = {r["subject_text"]: r["id"] for r in conn.execute("SELECT id, subject_text FROM subjects "
+                                                                  "WHERE user_id = 'hal'")}
+        for name, new_name, vector, hot in ((TITLED[1], TITLED[1], None, 1), (TITLED[2], "Marathon plans",
+                                            EMBEDDER.embed(["Marathon plans"])[0], 0)):
+            updates_before, hot_before = subject_updates(conn)
+            conn.execute(load_sql("pipeline/apply_refinements"), {
+                "user_id": "hal", "kg_id": "default", "ids": [ids[name]], "subject_texts": [new_name],
+                "description_texts": [f"{new_name}: a narrative."], "embeddings": [vector]})
+            updates, hot_updates = subject_updates(conn)
+            assert (updates - updates_before, hot_updates - hot_before) == (1, hot), name
+
+
 @pytest.mark.parametrize("model, index, condition", [
     ("pipeline/held_subject_names", "subjects_live_lower_name_idx", "lower(subject_text) = ANY"),
     ("pipeline/flag_hubs", "subjects_hubs_idx", "kg_id = 'default'"),

@@ -2,6 +2,10 @@
 -- vector. A name another live subject of the graph already holds is not taken (the unique name guard
 -- would refuse it): the subject keeps its name and its vector, takes the narrative, and dream passes merge
 -- the two later. Names proposed twice within a batch are resolved by the caller (first one wins).
+-- A subject keeping its name keeps its vector (the caller sends NULL for it: a subject's vector is its
+-- name's): its row then changes in no indexed column, so the update is HOT and writes no index entry —
+-- re-embedding the same name gave a vector a rounding apart, which moved vector_changed_at and wrote an
+-- entry in every index of subjects, an HNSW insertion among them (~1,400 buffers a subject).
 -- Returns each updated subject with the name it has now.
 WITH batch AS (
     SELECT b.id, b.subject_text, b.description_text, b.embedding,
@@ -13,7 +17,7 @@ WITH batch AS (
 )
 UPDATE subjects s
 SET subject_text = CASE WHEN b.name_taken THEN s.subject_text ELSE b.subject_text END,
-    embedding = CASE WHEN b.name_taken THEN s.embedding ELSE b.embedding END,
+    embedding = CASE WHEN b.name_taken OR b.embedding IS NULL THEN s.embedding ELSE b.embedding END,
     description_text = b.description_text,
     refined_at = now()
 FROM batch b

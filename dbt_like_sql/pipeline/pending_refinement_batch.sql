@@ -1,6 +1,6 @@
 -- Stage 5 input: live subjects whose description became a " | " junk drawer, as listed by
 -- subject_refinement_queue (migration 0022 keeps it equal to that predicate; checked here again).
-SELECT s.id, s.subject_text, s.description_text
+SELECT s.id, s.subject_text, s.description_text, s.embedding IS NOT NULL AS has_vector
 FROM subject_refinement_queue q
 JOIN subjects s ON s.id = q.subject_id
 WHERE q.user_id = %(user_id)s AND q.kg_id = %(kg_id)s

@@ -391,7 +391,13 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
                 stats.name_kept_on_conflict += 1
             proposed.add(name)
             done.append((row, name, result.narrative))
-        vectors = embed_cached(embedder, [subject_embedding_text(name) for _, name, _ in done]) if done else []
+        # Only a new name (or a subject without a vector) is embedded; a kept name keeps its stored vector.
+        to_embed = [n for n, (row, name, _) in enumerate(done) if name != row["subject_text"] or not row["has_vector"]]
+        vectors: list = [None] * len(done)
+        if to_embed:
+            embedded = embed_cached(embedder, [subject_embedding_text(done[n][1]) for n in to_embed])
+            for n, vector in zip(to_embed, embedded, strict=True):
+                vectors[n] = vector
         with database.connect() as conn, stage_transaction(conn):
             refused = _apply_refinements(conn, [(*item, vector) for item, vector in zip(done, vectors, strict=True)],
                                          user_id, kg_id, stats)
