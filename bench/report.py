@@ -22,7 +22,10 @@ def load(name: str) -> dict | None:
 
 def machine(result: dict) -> str:
     m = result.get("machine", {})
-    return f"{m.get('cpus', '?')} cores, no GPU, Python {m.get('python', '?')}"
+    probe = m.get("speed_probe")
+    speed = (f" · speed probe: Python loop {probe['python_loop_ms']} ms, matmul {probe['matmul_ms']} ms "
+             "(bench/common.speed_probe; lower is faster)" if probe else "")
+    return f"{m.get('cpus', '?')} cores, no GPU, Python {m.get('python', '?')}{speed}"
 
 
 Rows = list[tuple[str, str]]
