@@ -142,3 +142,29 @@ def test_helpers():
 def test_the_earlier_keyphrase_extractor_stays_available():
     extraction = KeyphraseExtractor().extract(*EXAMPLES[1])
     assert KeyphraseExtractor.provider == "offline-keyphrases" and extraction.subjects
+
+
+@pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
+def test_one_entity_pass_over_both_turns_annotates_as_two_separate_passes():
+    """In process, the entity recogniser reads the user turns and the reply heads in one call; every token's
+    tag, dependency and entity must be what the two separate pipeline calls (the worker processes' way) give."""
+    from dreaming_dagster.ingest.readers import (
+        LineRecord,
+        iter_longmemeval_questions,
+        longmemeval_session_records,
+    )
+
+    records = [r.raw for r in longmemeval_session_records(iter_longmemeval_questions(ORACLE))
+               if isinstance(r, LineRecord)][:60]
+    extractor = OfflineExtractor()
+    texts = [extractor._texts(r["user_message"], r["assistant_message"]) for r in records] + [("", ""), ("Hi", "")]
+    users, replies = [u for u, _ in texts], [r for _, r in texts]
+
+    def annotations(docs):
+        return [[(t.text, t.tag_, t.pos_, t.dep_, t.head.i, t.ent_iob_, t.ent_type_) for t in doc] for doc in docs]
+
+    together_users, together_replies = extractor._parse_in_process(users, replies)
+    assert annotations(together_users) == annotations(extractor._parse(users, 1, entities_only=False))
+    assert [[(e.text, e.label_) for e in d.ents] for d in together_replies] == \
+        [[(e.text, e.label_) for e in d.ents] for d in extractor._parse(replies, 1, entities_only=True)]
+    assert sum(len(d.ents) for d in together_users + together_replies) > 30  # the sample has entities to compare
