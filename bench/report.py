@@ -22,9 +22,14 @@ def load(name: str) -> dict | None:
 
 def machine(result: dict) -> str:
     m = result.get("machine", {})
-    probe = m.get("speed_probe")
-    speed = (f" · speed probe: Python loop {probe['python_loop_ms']} ms, matmul {probe['matmul_ms']} ms "
-             "(bench/common.speed_probe; lower is faster)" if probe else "")
+    probe, speed = m.get("speed_probe"), ""
+    if probe and "at_start" in probe:
+        speed = (f" · speed probe at start → end: Python loop {probe['at_start']['python_loop_ms']} → "
+                 f"{probe['at_end']['python_loop_ms']} ms, matmul {probe['at_start']['matmul_ms']} → "
+                 f"{probe['at_end']['matmul_ms']} ms (bench/common.speed_probe; lower is faster)")
+    elif probe:  # a result written before the start was probed too
+        speed = (f" · speed probe at the end: Python loop {probe['python_loop_ms']} ms, matmul {probe['matmul_ms']} ms "
+                 "(bench/common.speed_probe; lower is faster)")
     return f"{m.get('cpus', '?')} cores, no GPU, Python {m.get('python', '?')}{speed}"
 
 

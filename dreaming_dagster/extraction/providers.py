@@ -84,8 +84,8 @@ class OfflineExtractor:
     def _parse_in_process(user_texts: list[str], reply_texts: list[str]) -> tuple[list, list]:
         """The same annotations as :meth:`_parse` twice, with the entity recogniser run once over the user turns
         and the reply heads together: it has its own token vectors (it reads no other component's output),
-        and a call of it costs ~6 ms more than its texts on one pair (the fast path's one pair: 37.7 →
-        31.5 ms, the same entities and tags on 60 LongMemEval pairs)."""
+        and each pipeline call has a fixed cost, most of a short text's (the fast path's one pair: 37.7 →
+        31.5 ms; the same entities and tags on 60 LongMemEval pairs: tests/test_offline_extraction.py)."""
         nlp = entities.english_pipeline()
         user_docs = list(nlp.pipe(user_texts, batch_size=64, disable=["ner"]))
         docs = list(nlp.get_pipe("ner").pipe(user_docs + [nlp.make_doc(text) for text in reply_texts], batch_size=64))
