@@ -61,7 +61,7 @@ def test_reinforcing_known_subjects_rewrites_no_index(graph):
     """A pair merged into subjects the graph holds appends to their descriptions and moves last_seen_at and
     the reinforcement count; marking them key subjects sets a flag. None of that is in an index, so every
     one of those updates is HOT (no new entry in the HNSW index or any other), and the subjects enter the
-    refinement queue."""
+    refinement queue. The links' statement adds to their link counts, HOT too."""
     saved = save_pairs("ana", [pair(n) for n in range(4)], database=graph, embedder=EMBEDDER)
     with graph.connect() as conn, conn.transaction():
         created = merge_pair(conn, "ana", 0, NAMES)
@@ -75,8 +75,9 @@ def test_reinforcing_known_subjects_rewrites_no_index(graph):
             conn.execute(load_sql("pipeline/mark_key_subjects"), {"subject_ids": ids, "user_id": "ana"})
             updates, hot = subject_updates(conn)
         assert plan.merged == len(NAMES) and len(ids) == len(NAMES)
-        # Four reinforcements, and the first time round four subjects becoming key subjects.
-        assert updates == (2 if n == 1 else 1) * len(NAMES) and hot == updates, (n, updates, hot)
+        # Four reinforcements, four link counts (migration 0023), and the first time round four subjects
+        # becoming key subjects.
+        assert updates == (3 if n == 1 else 2) * len(NAMES) and hot == updates, (n, updates, hot)
     with graph.connect() as conn:
         queued, pending = queue_matches_predicate(conn)
         descriptions = [r["description_text"] for r in conn.execute(
@@ -287,3 +288,87 @@ def test_a_users_graphs_are_listed_by_a_skip_scan(graph):
             "EXPLAIN (ANALYZE, COSTS OFF) " + load_sql("pipeline/user_kgs"), {"user_id": "ivy"}))
     assert stages.user_kgs(graph, "ivy") == ordered  # the order of the database's collation, as before
     assert "Recursive Union" in plan and "Seq Scan on memory_pairs" not in plan, plan
+
+
+def link_count_mismatches(conn: psycopg.Connection) -> list[dict]:
+    """Subjects whose stored link count differs from their links (migration 0023)."""
+    return conn.execute("SELECT s.id, s.link_count, count(l.pair_id) AS links FROM subjects s "
+                        "LEFT JOIN subject_memory_pair_links l ON l.subject_id = s.id "
+                        "GROUP BY s.id HAVING s.link_count <> count(l.pair_id)").fetchall()
+
+
+def dream_and_link(database: Database, user_id: str, names_per_pair: list[list[str]]) -> list:
+    """Save a pair per entry and merge and link it as stages 3 and 4 do; the saved pair ids."""
+    saved = save_pairs(user_id, [pair(n) for n in range(len(names_per_pair))], database=database, embedder=EMBEDDER)
+    for n, (pair_id, names) in enumerate(zip(saved.pair_ids, names_per_pair, strict=True)):
+        with database.connect() as conn, conn.transaction():
+            plan = merge_pair(conn, user_id, n, names)
+            ids = [s["subject_id"] for _, subjects in plan.pair_subjects for s in subjects]
+            conn.execute(load_sql("pipeline/insert_links"), {"pair_ids": [pair_id] * len(ids), "subject_ids": ids,
+                                                             "user_id": user_id, "kg_id": "default"})
+    return saved.pair_ids
+
+
+def subject_rows(conn: psycopg.Connection, user_id: str) -> dict[str, dict]:
+    return {r["subject_text"]: r for r in conn.execute(
+        "SELECT id, subject_text, link_count, updated_at, vector_changed_at FROM subjects WHERE user_id = %s",
+        (user_id,))}
+
+
+def test_a_subjects_link_count_follows_every_write_of_its_links(graph):
+    """subjects.link_count equals the subject's links through the link stage, a retried link statement,
+    consolidation's copy of a merge's links, a deleted pair's cascade and a cleared graph; adding links
+    moves neither updated_at (what consolidation reads as changed) nor the centroid's age; and one user's
+    writes never change another's counts."""
+    dream_and_link(graph, "lea", [NAMES[:2], NAMES[1:3]])
+    kai_pairs = dream_and_link(graph, "kai", [NAMES, NAMES[:2], NAMES[1:3], [NAMES[0]], NAMES[2:]])
+    with graph.connect() as conn:
+        assert link_count_mismatches(conn) == []
+        lea_before = subject_rows(conn, "lea")
+        before = subject_rows(conn, "kai")
+        assert {name: row["link_count"] for name, row in before.items()} == {
+            "Hawaii trip": 3, "sourdough baking": 3, "marathon training": 3, "Lisbon hotels": 2}
+        # A retried link statement adds nothing; a new link adds one, and the subject is otherwise untouched.
+        hawaii = before["Hawaii trip"]["id"]
+        for retry in (kai_pairs[:1], kai_pairs[:1] + kai_pairs[4:]):
+            conn.execute(load_sql("pipeline/insert_links"), {"pair_ids": retry, "subject_ids": [hawaii] * len(retry),
+                                                             "user_id": "kai", "kg_id": "default"})
+        after = subject_rows(conn, "kai")
+        assert after["Hawaii trip"]["link_count"] == 4 and link_count_mismatches(conn) == []
+        assert all((after[n]["updated_at"], after[n]["vector_changed_at"]) ==
+                   (before[n]["updated_at"], before[n]["vector_changed_at"]) for n in before)
+        # Consolidation merging sourdough baking into Hawaii trip points its pairs at Hawaii too (one is new).
+        conn.execute(load_sql("dreaming/copy_links"), {"target": hawaii, "sources": [before["sourdough baking"]["id"]],
+                                                       "user_id": "kai", "kg_id": "default"})
+        assert subject_rows(conn, "kai")["Hawaii trip"]["link_count"] == 5 and link_count_mismatches(conn) == []
+        conn.execute("DELETE FROM memory_pairs WHERE id = %s", (kai_pairs[0],))
+        assert {name: row["link_count"] for name, row in subject_rows(conn, "kai").items()} == {
+            "Hawaii trip": 4, "sourdough baking": 2, "marathon training": 2, "Lisbon hotels": 1}
+        assert link_count_mismatches(conn) == []
+    stages.clear_user_graph(graph, "kai", "default")
+    with graph.connect() as conn:
+        assert subject_rows(conn, "kai") == {} and link_count_mismatches(conn) == []
+        assert subject_rows(conn, "lea") == lea_before
+
+
+def test_migration_0023_counts_the_links_stored_before_it(database_url, monkeypatch):
+    """A graph linked before 0023 gets its counts from the migration, without moving updated_at."""
+    from dreaming_dagster.storage import database as database_module
+    from dreaming_dagster.storage.database import load_migrations
+
+    every = load_migrations()
+    monkeypatch.setattr(database_module, "load_migrations", lambda: [m for m in every if m.version < "0023"])
+    old = Database(database_url)
+    old.ensure_schema(EMBEDDER.spec)
+    dream_and_link(old, "mo", [NAMES, NAMES[:3], NAMES[:1]])
+    with old.connect() as conn:
+        before = {r["id"]: r["updated_at"] for r in conn.execute("SELECT id, updated_at FROM subjects")}
+    old.close()
+    monkeypatch.setattr(database_module, "load_migrations", lambda: every)
+    new = Database(database_url)
+    new.ensure_schema(EMBEDDER.spec)
+    with new.connect() as conn:
+        assert link_count_mismatches(conn) == []
+        assert sorted(r["link_count"] for r in subject_rows(conn, "mo").values()) == [1, 2, 2, 3]
+        assert {r["id"]: r["updated_at"] for r in conn.execute("SELECT id, updated_at FROM subjects")} == before
+    new.close()

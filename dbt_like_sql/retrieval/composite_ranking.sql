@@ -290,8 +290,7 @@ graph_links AS MATERIALIZED (
            max(qs.similarity * (1 - ln(greatest(counted.link_count, 1)) / ln(greatest(n.pairs, 2)))) AS weight
     FROM query_subjects qs
     CROSS JOIN (SELECT coalesce((SELECT pair_count FROM corpus), 0)::float8 AS pairs) n
-    CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM subject_memory_pair_links c
-                        WHERE c.subject_id = qs.id) counted
+    CROSS JOIN LATERAL (SELECT s.link_count FROM subjects s WHERE s.id = qs.id) counted
     JOIN subject_memory_pair_links l ON l.subject_id = qs.id
     GROUP BY l.pair_id
 ),
@@ -340,28 +339,33 @@ candidates AS MATERIALIZED (
 -- are MATERIALIZED so each is computed once: the planner cannot estimate the pool's size and, inlined,
 -- would re-run them inside nested loops (measured: 4x slower for small users).
 candidate_subjects AS (
-    SELECT c.id AS pair_id, s.id AS subject_id, 1 - (s.embedding <=> %(query)s) AS subject_similarity
+    SELECT c.id AS pair_id, s.id AS subject_id, 1 - (s.embedding <=> %(query)s) AS subject_similarity,
+           s.link_count
     FROM candidates c
     JOIN subject_memory_pair_links l
       ON l.pair_id = c.id AND l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s
     JOIN subjects s
       ON s.id = l.subject_id AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
 ),
--- How often each of those subjects comes up: its links over the user's whole memory (before as_of).
--- One index-only count per subject (LATERAL), never a scan of the user's links: a heavy user has
--- hundreds of thousands. The subject ids are already this user's (checked against subjects.user_id
--- above) and a link always carries its subject's user (pipeline/insert_links), so no user filter is needed
--- here, and leaving it out keeps the count inside the primary-key index.
+-- How often each of those subjects comes up: its links over the user's whole memory, kept with the subject
+-- (migration 0023: subjects.link_count, read from the row fetched above). As of a past time, only links to
+-- pairs before it count: one index-only count per subject (LATERAL), never a scan of the user's links. The
+-- subject ids are already this user's (checked against subjects.user_id above) and a link always carries
+-- its subject's user (pipeline/insert_links), so no user filter is needed there, and leaving it out keeps
+-- the count inside the primary-key index.
 subject_link_counts AS MATERIALIZED (
+    SELECT DISTINCT cs.subject_id, cs.link_count::bigint AS link_count
+    FROM candidate_subjects cs
+    WHERE %(as_of)s::timestamptz IS NULL
+    UNION ALL
     SELECT ds.subject_id, counted.link_count
-    FROM (SELECT DISTINCT subject_id FROM candidate_subjects) ds
+    FROM (SELECT DISTINCT subject_id FROM candidate_subjects WHERE %(as_of)s::timestamptz IS NOT NULL) ds
     CROSS JOIN LATERAL (
         SELECT count(*) AS link_count
         FROM subject_memory_pair_links l
         WHERE l.subject_id = ds.subject_id
-          AND (%(as_of)s::timestamptz IS NULL OR EXISTS (
-                SELECT 1 FROM memory_pairs lp
-                WHERE lp.id = l.pair_id AND lp.occurred_at < %(as_of)s::timestamptz))
+          AND EXISTS (SELECT 1 FROM memory_pairs lp
+                      WHERE lp.id = l.pair_id AND lp.occurred_at < %(as_of)s::timestamptz)
     ) counted
 ),
 -- How specific each subject is (pipeline/hubs.py): an IDF over the user's pairs scaled to [0, 1],
