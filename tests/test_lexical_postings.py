@@ -161,16 +161,30 @@ def test_top_k_keeps_every_tie_at_the_cut():
     assert top_k_indexes(np.zeros(3), 2).tolist() == []
 
 
-def test_pair_numbers_keep_their_dense_index_as_batches_arrive():
+@pytest.mark.parametrize("spread", ["compact", "sparse", "compact, then a far pair"])
+def test_pair_numbers_keep_their_dense_index_as_batches_arrive(spread):
+    """Whichever lookup answers (a direct table over a compact range of pair numbers, a sorted copy over a
+    sparse one, the switch from one to the other mid-way), a pair number keeps its dense index, indexes are
+    dense, and new numbers get the next ones in ascending order of number."""
     from dreaming_dagster.retrieval.lexical_postings import _UserPairs
 
     pairs, seen, rng = _UserPairs(), {}, np.random.default_rng(0)
-    for _ in range(60):
-        batch = rng.integers(0, 5_000, size=int(rng.integers(0, 300)))
+    high = 10**12 if spread == "sparse" else 5_000
+    for n in range(60):
+        batch = rng.integers(1, high, size=int(rng.integers(0, 300)))
+        if spread == "compact, then a far pair" and n == 30:
+            batch = np.append(batch, 10**11)
+        before = len(pairs.pair_nos)
         dense = pairs.dense(batch)
+        assert dense.dtype == np.int32
         for pair_no, index in zip(batch.tolist(), dense.tolist(), strict=True):
             assert seen.setdefault(pair_no, index) == index and pairs.pair_nos[index] == pair_no
+        assert pairs.pair_nos[before:] == sorted(set(batch.tolist()) - set(pairs.pair_nos[:before]))
+        assert pairs.nbytes > 0 or not len(pairs.pair_nos)
     assert sorted(seen.values()) == list(range(len(pairs.pair_nos)))
+    # The table never spans more than a few slots a pair (a sparse user's would be huge).
+    assert pairs.nbytes <= 16 * len(pairs.pair_nos) + 4 * 2 * _UserPairs.TABLE_MIN_SLOTS
+    assert pairs.dense(np.zeros(0, dtype=np.int64)).tolist() == []
 
 
 def test_binary_arrays_unpack_to_their_values_and_a_wrong_layout_is_refused(database):
