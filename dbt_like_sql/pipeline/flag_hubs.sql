@@ -7,18 +7,20 @@
 WITH pairs AS MATERIALIZED (
     SELECT count(*) AS n FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
 ),
+-- A subject's links: its stored count (subjects.link_count, kept by the links' triggers: migration 0023),
+-- read through the primary key and the hubs' partial index on the fast path.
 linked AS MATERIALIZED (
-    SELECT l.subject_id, count(*) AS n
-    FROM subject_memory_pair_links l
-    WHERE l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s AND %(subject_ids)s::uuid[] IS NULL
-    GROUP BY l.subject_id
+    SELECT s.id AS subject_id, s.link_count AS n
+    FROM subjects s
+    WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND %(subject_ids)s::uuid[] IS NULL
     UNION ALL
-    SELECT c.subject_id, (SELECT count(*) FROM subject_memory_pair_links l WHERE l.subject_id = c.subject_id)
-    FROM (SELECT unnest(%(subject_ids)s::uuid[]) AS subject_id
-          UNION
-          SELECT id FROM subjects
-          WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND hub_since IS NOT NULL) c
-    WHERE %(subject_ids)s::uuid[] IS NOT NULL
+    SELECT s.id, s.link_count
+    FROM subjects s
+    WHERE s.id IN (SELECT unnest(%(subject_ids)s::uuid[])
+                   UNION
+                   SELECT h.id FROM subjects h
+                   WHERE h.user_id = %(user_id)s AND h.kg_id = %(kg_id)s AND h.hub_since IS NOT NULL)
+      AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND %(subject_ids)s::uuid[] IS NOT NULL
 ),
 decided AS (
     SELECT linked.subject_id, linked.n AS linked_pairs,
