@@ -52,9 +52,9 @@ class _UserPairs:
     Lookups are vectorised, two ways. Pair numbers come from one sequence shared by every user, so a user's
     may be spread thinly over a wide range. While the range is at most ``TABLE_SLOTS_PER_PAIR`` slots a
     known pair (plus ``TABLE_MIN_SLOTS``) — a user who saved much of the database's pairs, where a cold word
-    brings tens of thousands of postings — a direct table over the range answers (one gather: a common word's
-    80,000 postings in ~0.3 ms instead of ~3 ms of binary search); otherwise, and for good once the range
-    gets too wide, a sorted copy is searched."""
+    brings tens of thousands of postings — a direct table over the range answers with one gather (placing the
+    postings of 210 cold questions on a 100,000-pair user: 1.21 -> 0.61 s, scratch profile); otherwise, and
+    for good once the range gets too wide, a sorted copy is searched."""
 
     TABLE_SLOTS_PER_PAIR = 4
     TABLE_MIN_SLOTS = 1 << 16
