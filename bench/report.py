@@ -23,13 +23,10 @@ def load(name: str) -> dict | None:
 def machine(result: dict) -> str:
     m = result.get("machine", {})
     probe, speed = m.get("speed_probe"), ""
-    if probe and "at_start" in probe:
+    if probe:
         speed = (f" · speed probe at start → end: Python loop {probe['at_start']['python_loop_ms']} → "
                  f"{probe['at_end']['python_loop_ms']} ms, matmul {probe['at_start']['matmul_ms']} → "
                  f"{probe['at_end']['matmul_ms']} ms (bench/common.speed_probe; lower is faster)")
-    elif probe:  # a result written before the start was probed too
-        speed = (f" · speed probe at the end: Python loop {probe['python_loop_ms']} ms, matmul {probe['matmul_ms']} ms "
-                 "(bench/common.speed_probe; lower is faster)")
     return f"{m.get('cpus', '?')} cores, no GPU, Python {m.get('python', '?')}{speed}"
 
 
