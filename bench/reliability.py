@@ -12,7 +12,8 @@ On a scratch embedded Postgres, with the local embedder and the offline provider
 - random cross-tenant recalls: pairs returned that belong to another user;
 - hostile records (NUL, lone surrogates, NaN, extreme dates …): each rejected with its field, the rest stored;
 - an LLM endpoint that hangs or trickles a byte at a time: how long a call, and a sync, hold on;
-- one INSERT … SELECT of pairs for --bulk-users users (the lexical index trigger's locks).
+- one INSERT … SELECT of pairs for --bulk-users users (the lexical index trigger's locks);
+- after all of the above, every graph's stored pair and live-subject counts against a count of its rows.
 Results: bench/results/reliability.json.
 """
 
@@ -328,6 +329,14 @@ def main() -> None:
         results["bulk_insert"] = {"users": args.bulk_users, "pairs": 2 * args.bulk_users,
                                   "seconds": round(time.perf_counter() - started, 1), "users_indexed": indexed}
         console.print(f"bulk insert: {results['bulk_insert']}")
+
+        # --- the stored counts (migration 0024) after all of the above: kills, concurrent syncs and savers,
+        # terminated saves, the bulk insert
+        drift = stages.memory_count_drift(database)
+        with database.connect() as conn:
+            graphs = conn.execute("SELECT count(*) AS n FROM memory_counts").fetchone()["n"]
+        results["stored_counts"] = {"graphs": graphs, "drifted": len(drift), "examples": drift[:5]}
+        console.print(f"stored counts: {results['stored_counts']}")
 
     results = {"benchmark": "reliability", "command": "make bench-reliability  (.venv/bin/python bench/reliability.py)",
                "date": datetime.now(UTC).isoformat(timespec="seconds"),

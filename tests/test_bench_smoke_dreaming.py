@@ -59,6 +59,7 @@ def test_reliability_bench(tmp_path):
     assert kill["kills"] == 1 and kill["graphs_equal_to_uninterrupted"] == 1 and kill["lost_pairs"] == 0
     assert result["cross_tenant_recalls"]["leaks"] == 0
     assert result["concurrent_savers"]["rows"] == result["concurrent_savers"]["distinct"] == 60
+    assert result["stored_counts"]["graphs"] > 50 and result["stored_counts"]["drifted"] == 0
 
 
 def test_compact_pass_bench(tmp_path):

@@ -2,10 +2,12 @@
 -- pairs once it has hub_min_pairs) and unflag subjects that fell back under the share. Only changes are
 -- written; returns each change. subject_ids NULL: every subject of the graph (the Dagster asset); else only
 -- those subjects and the current hubs (the fast path: exact under an unchanged rule, see
--- stages.link_pending). MATERIALIZED: counted once, whatever the planner believes (right after a bulk
--- load, before statistics exist, it re-counted the user's pairs for every subject: seconds, not ms).
+-- stages.link_pending). The graph's pair count is kept in memory_counts (migration 0024); MATERIALIZED: read
+-- once, whatever the planner believes (right after a bulk load, before statistics existed, it re-counted
+-- the user's pairs for every subject: seconds, not ms).
 WITH pairs AS MATERIALIZED (
-    SELECT count(*) AS n FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
+    SELECT coalesce((SELECT pair_count FROM memory_counts WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s), 0)
+           AS n
 ),
 -- A subject's links: its stored count (subjects.link_count, kept by the links' triggers: migration 0023),
 -- read through the primary key and the hubs' partial index on the fast path.

@@ -1,5 +1,5 @@
 -- Refresh a user's retrieval profile after dreaming changed the graph: pair and live-subject counts every
--- time (index-only counts); the mean live-subject embedding (the ranker's "drift" reference) when the
+-- time (kept in memory_counts by triggers: migration 0024); the mean live-subject embedding (the ranker's "drift" reference) when the
 -- profile has none yet or more than centroid_tolerance of the live subjects changed since it was computed
 -- (subjects.vector_changed_at, indexed per user, moves when a subject's vector or liveness changes: migration
 -- 0022). CASE evaluates a subquery only when its branch is taken. last_query_at is left alone.
@@ -8,9 +8,10 @@ WITH profile AS (
     WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
 ),
 counts AS (
-    SELECT (SELECT count(*) FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s) AS memory_count,
-           (SELECT count(*) FROM subjects
-             WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND archived_at IS NULL) AS subject_count
+    SELECT coalesce((SELECT pair_count FROM memory_counts
+                      WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s), 0) AS memory_count,
+           coalesce((SELECT live_subject_count FROM memory_counts
+                      WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s), 0) AS subject_count
 ),
 decision AS (
     SELECT (SELECT centroid_at FROM profile) IS NULL

@@ -473,6 +473,13 @@ def graph_health(database: Database, user_id: str) -> dict[str, int]:
     return health
 
 
+def memory_count_drift(database: Database, user_id: str | None = None) -> list[dict]:
+    """Graphs (of ``user_id``, or all) whose stored pair or live-subject count differs from a count of their
+    rows (migration 0024's triggers keep them equal): must be empty."""
+    with database.connect(vectors=False) as conn:
+        return conn.execute(load_sql("checks/memory_counts_drift"), {"user_id": user_id}).fetchall()
+
+
 def graph_report(database: Database, user_id: str) -> list[dict]:
     """The shape of each of the user's graphs (checks/graph_report.sql) and the share of its live subjects
     on the committed generic list (extraction/generic_subjects.txt), each with the names found."""
@@ -518,5 +525,5 @@ def stats_dict(stats) -> dict:
 
 
 __all__ = ["accumulate", "ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
-           "graph_health", "graph_signature", "graph_stats", "link_pending", "merge_pending", "refine_pending",
-           "reset_failed_extractions", "stats_dict", "top_subjects", "user_graph_lock", "user_kgs"]
+           "graph_health", "graph_signature", "graph_stats", "link_pending", "memory_count_drift", "merge_pending",
+           "refine_pending", "reset_failed_extractions", "stats_dict", "top_subjects", "user_graph_lock", "user_kgs"]
