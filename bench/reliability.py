@@ -365,6 +365,8 @@ def main() -> None:
         table.add_row(name.replace("_", " "), f"{value['seconds']} s (deadline {value['deadline_s']} s)")
     b = results["bulk_insert"]
     table.add_row(f"one INSERT for {b['users']:,} users", f"{b['seconds']} s, {b['users_indexed']:,} users indexed")
+    c = results["stored_counts"]
+    table.add_row("stored counts after all of the above", f"{c['drifted']} of {c['graphs']:,} graphs drifted")
     console.print(table)
     console.print(f"written {args.out}")
 

@@ -180,7 +180,9 @@ def reliability_rows(r: dict) -> Rows:
         ("one LLM call, endpoint hangs", f"{hang['seconds']} s (deadline {hang['deadline_s']} s)"),
         ("one LLM call, endpoint trickles a byte at a time", f"{trickle['seconds']} s (deadline {trickle['deadline_s']} s)"),
         ("extraction of 40 pairs, endpoint hangs", f"{stage['seconds']} s, then stops ({stage['not_attempted']} calls not sent)"),
-        (f"one INSERT of pairs for {b['users']:,} users", f"{b['seconds']} s, {b['users_indexed']:,} users indexed")]
+        (f"one INSERT of pairs for {b['users']:,} users", f"{b['seconds']} s, {b['users_indexed']:,} users indexed"),
+        ("stored pair and live-subject counts after all of the above (migration 0024)",
+         f"{r['stored_counts']['drifted']} of {r['stored_counts']['graphs']:,} graphs differ from a count")]
 
 
 def render() -> str:
