@@ -1,8 +1,9 @@
 -- Refresh a user's retrieval profile after dreaming changed the graph: pair and live-subject counts every
--- time (kept in memory_counts by triggers: migration 0024); the mean live-subject embedding (the ranker's "drift" reference) when the
--- profile has none yet or more than centroid_tolerance of the live subjects changed since it was computed
--- (subjects.vector_changed_at, indexed per user, moves when a subject's vector or liveness changes: migration
--- 0022). CASE evaluates a subquery only when its branch is taken. last_query_at is left alone.
+-- time (kept in memory_counts by triggers: migration 0024); the mean live-subject embedding (the ranker's
+-- "drift" reference) when the profile has none yet or more than centroid_tolerance of the live subjects
+-- changed since it was computed (subjects.vector_changed_at, indexed per user, moves when a subject's vector
+-- or liveness changes: migration 0022). CASE evaluates a subquery only when its branch is taken.
+-- last_query_at is left alone.
 WITH profile AS (
     SELECT subject_centroid, centroid_at FROM recall_profiles
     WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s

@@ -3,8 +3,8 @@
 -- talk about (the mean embedding of their live subjects), and the size of the caller's session.
 -- Counts and the centroid come from recall_profiles (refreshed by dreaming) when it has them; for a user
 -- never dreamed the counts are the live ones kept in memory_counts (migration 0024) and the centroid is
--- computed; a historical query (as_of) counts the pairs before it. CASE/COALESCE evaluate a subquery only when
--- its branch is taken, so the live path costs nothing when the cached one answers.
+-- computed; a historical query (as_of) counts the pairs before it. CASE/COALESCE evaluate a subquery only
+-- when its branch is taken, so the live path costs nothing when the cached one answers.
 WITH cached AS (
     SELECT last_query_at, memory_count, subject_count, subject_centroid, refreshed_at
     FROM recall_profiles
