@@ -9,10 +9,9 @@ WITH profile AS (
     WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
 ),
 counts AS (
-    SELECT coalesce((SELECT pair_count FROM memory_counts
-                      WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s), 0) AS memory_count,
-           coalesce((SELECT live_subject_count FROM memory_counts
-                      WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s), 0) AS subject_count
+    SELECT coalesce(m.pair_count, 0) AS memory_count, coalesce(m.live_subject_count, 0) AS subject_count
+    FROM (SELECT 1) AS one
+    LEFT JOIN memory_counts m ON m.user_id = %(user_id)s AND m.kg_id = %(kg_id)s
 ),
 decision AS (
     SELECT (SELECT centroid_at FROM profile) IS NULL
