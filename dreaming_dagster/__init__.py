@@ -11,6 +11,14 @@ def sync_user(user_id: str, **kwargs):
     return run(user_id, **kwargs)
 
 
+def save_and_sync(user_id: str, pairs, kg_id: str = "default", **kwargs):
+    """Save ``pairs`` and dream them at once, faster than the two calls (see
+    :func:`dreaming_dagster.pipeline.sync.save_and_sync`)."""
+    from dreaming_dagster.pipeline.sync import save_and_sync as run
+
+    return run(user_id, pairs, kg_id, **kwargs)
+
+
 def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None, as_of=None,
            kg_id: str = "default"):
     """The ``k`` best memories for ``query`` (see :func:`dreaming_dagster.retrieval.recall`)."""
@@ -20,4 +28,4 @@ def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,
 
 
 __all__ = ["BatchRejectedError", "InvalidInputError", "MemoryPair", "Rejection", "SaveResult", "recall",
-           "save_pairs", "sync_user"]
+           "save_and_sync", "save_pairs", "sync_user"]

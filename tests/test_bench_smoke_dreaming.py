@@ -38,6 +38,8 @@ def test_dreaming_bench_side_by_side(tmp_path):
     assert set(by_runtime) == {"onnx", "torch"} and result["fast_path"]["runtime"] == "onnx"
     assert all(len(cell["runs"][0]["samples_s"]) == 2 for cell in by_runtime.values())
     assert result["fast_path"]["p50_s_median"] == by_runtime["onnx"]["p50_s_median"]
+    two_calls = result["fast_path"]["two_calls"]  # save_pairs then sync_user, beside save_and_sync
+    assert len(two_calls["runs"][0]["samples_s"]) == 2 and two_calls["one_call_to_two_calls_p50"] > 0
 
 
 def test_stages_bench(tmp_path):

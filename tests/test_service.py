@@ -78,6 +78,24 @@ def test_save_recall_sync_and_stats_through_the_api(service):
     assert client.get("/v1/users/bad%20id/stats", headers=h).json()["error"]["field"] == "user_id"
 
 
+def test_save_with_sync_dreams_in_the_same_request_for_the_keys_tenant_only(service):
+    client, headers = service
+    saved = client.post("/v1/pairs", headers=headers["acme"], json={"user_id": "alice", "sync": True, "pairs": [
+        pair(1, user_message="I adopted a beagle named Max"), {"user_message": "no session"}]})
+    body = saved.json()
+    assert saved.status_code == 200 and body["inserted"] == 1 and body["rejected"][0]["field"] == "session_id"
+    assert body["sync"]["extraction"]["pairs"] == 1 and body["sync"]["links"]["links"] >= 1
+    stats = {tenant: client.get("/v1/users/alice/stats", headers=headers[tenant]).json() for tenant in headers}
+    assert stats["acme"]["graph"]["subjects"] >= 1 and stats["acme"]["memory"]["pairs"] == 1
+    assert stats["globex"]["memory"] is None and stats["globex"]["graph"] is None  # the other tenant: nothing
+    retried = client.post("/v1/pairs", headers=headers["acme"], json={"user_id": "alice", "sync": True,
+                                                                      "pairs": [pair(1, user_message="I adopted a beagle named Max")]}).json()
+    assert retried["duplicates"] == 1 and retried["sync"]["extraction"].get("pairs", 0) == 0
+    assert "sync" not in client.post("/v1/pairs", headers=headers["acme"], json={"user_id": "alice", "pairs": [pair(2)]}).json()
+    wrong = client.post("/v1/pairs", headers=headers["acme"], json={"user_id": "alice", "sync": "soon", "pairs": [pair(3)]})
+    assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "sync"
+
+
 def test_limits_answer_413_or_422_naming_the_field(database, database_url, embedder16, tmp_path):
     app = create_app(service_settings(database_url, tmp_path, serve_max_records=3, serve_max_body_bytes=5000,
                                       serve_max_query_chars=50, serve_max_k=20),
@@ -194,6 +212,9 @@ def test_dreaming_serve_from_outside_and_a_graceful_stop(cli_env, database_url):
     try:
         saved = httpx.post(f"{url}/v1/pairs", headers=h, json={"user_id": "alice", "pairs": [pair(1)]}, timeout=30)
         assert saved.status_code == 200 and saved.json()["inserted"] == 1
+        dreamed = httpx.post(f"{url}/v1/pairs", headers=h, timeout=60, json={
+            "user_id": "bob", "sync": True, "pairs": [pair(2, user_message="We hiked Mount Tam with Priya")]})
+        assert dreamed.status_code == 200 and dreamed.json()["sync"]["extraction"]["pairs"] == 1
         recalled = run_concurrently(lambda: httpx.post(f"{url}/v1/recall", headers=h, timeout=60,
                                                        json={"user_id": "alice", "query": "user message"}), 8)
         assert all(r.status_code == 200 and len(r.json()["memories"]) == 1 for r in recalled)

@@ -40,6 +40,20 @@ class Extractor(Protocol):
         ...
 
 
+class AnalysingExtractor(Extractor, Protocol):
+    """An extractor whose costly part reads the pair alone, before the user's memory is consulted, so it can
+    run ahead of the extraction stage (extraction/read_ahead.py): the offline one's parse, an LLM's call."""
+
+    def analyse(self, pairs: Sequence[tuple[str, str]]) -> list[object]:
+        """One analysis per pair (an Exception for a pair that cannot be read): what
+        ``extract_many(pairs, memory, analysed=...)`` finishes."""
+        ...
+
+    def extract_many(self, pairs: Sequence[tuple[str, str]], memory: SubjectMemory | None = None,
+                     analysed: Sequence[object] | None = None) -> list[Extraction | Exception]:
+        ...
+
+
 # ----------------------------------------------------------------------------------------------- spaCy
 class OfflineExtractor:
     """Deterministic, network-free extraction: named entities and noun phrases of the user's turn and of
@@ -71,7 +85,10 @@ class OfflineExtractor:
             "summary": entities.first_sentence(user_message or assistant_message), "subjects": subjects})
 
     def extract(self, user_message: str, assistant_message: str) -> Extraction:
-        return self.extract_many([(user_message, assistant_message)])[0]  # type: ignore[return-value]
+        (result,) = self.extract_many([(user_message, assistant_message)])
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def _parse(self, texts: list[str], processes: int, entities_only: bool) -> list:
         nlp = entities.english_pipeline()
@@ -98,8 +115,10 @@ class OfflineExtractor:
         held = memory(sorted({c.name.lower() for candidates in found for c in candidates}))
         return entities.salient_in_memory(found, held, self.max_subjects)
 
-    def extract_many(self, pairs: Sequence[tuple[str, str]],
-                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
+    def analyse(self, pairs: Sequence[tuple[str, str]]) -> list[list[entities.Candidate] | Exception]:
+        """Each pair's subject candidates with their salience, read from its parse (nearly all of extraction's
+        time; the user's memory is consulted after, in :meth:`extract_many`), or the error that kept the
+        pair from being read. A batch the parser refuses is read pair by pair, so one text costs only itself."""
         texts = [self._texts(user, reply) for user, reply in pairs]
         processes = self.processes if len(pairs) >= self.PARALLEL_MIN_PAIRS else 1
         try:
@@ -108,25 +127,34 @@ class OfflineExtractor:
             else:
                 user_docs = self._parse([user for user, _ in texts], processes, entities_only=False)
                 reply_docs = self._parse([reply for _, reply in texts], processes, entities_only=True)
-        except Exception:  # noqa: BLE001 - one unreadable text must not fail the batch: read pair by pair
+        except Exception as error:  # noqa: BLE001 - one unreadable text must not fail the batch: read pair by pair
             if len(pairs) == 1:
-                raise
-            return call_each(lambda user, reply: self.extract_many([(user, reply)], memory)[0], pairs,
-                             max_in_flight=1)
-        found: list[list[entities.Candidate]] = []
-        unreadable: dict[int, Exception] = {}
-        for n, (user_doc, reply_doc) in enumerate(zip(user_docs, reply_docs, strict=True)):
+                return [error]
+            return [self.analyse([pair])[0] for pair in pairs]
+        found: list[list[entities.Candidate] | Exception] = []
+        for user_doc, reply_doc in zip(user_docs, reply_docs, strict=True):
             try:
                 found.append(entities.candidates(user_doc, reply_doc))
             except Exception as error:  # noqa: BLE001 - recorded per pair by the stage
-                unreadable[n] = error
-                found.append([])
+                found.append(error)
+        return found
+
+    def extract_many(self, pairs: Sequence[tuple[str, str]], memory: SubjectMemory | None = None,
+                     analysed: Sequence[list[entities.Candidate] | Exception] | None = None
+                     ) -> list[Extraction | Exception]:
+        """``analysed``: :meth:`analyse`'s result for these pairs, computed ahead (extraction/read_ahead.py)."""
+        analysed = list(analysed) if analysed is not None else self.analyse(pairs)
+        if len(analysed) != len(pairs):
+            raise ValueError(f"analysed holds {len(analysed)} results for {len(pairs)} pairs")
+        readable = [found for found in analysed if not isinstance(found, Exception)]
+        chosen = iter(self._choose(readable, memory))
         results: list[Extraction | Exception] = []
-        for n, ((user, reply), chosen) in enumerate(zip(pairs, self._choose(found, memory), strict=True)):
+        for (user, reply), found in zip(pairs, analysed, strict=True):
+            if isinstance(found, Exception):
+                results.append(found)
+                continue
             try:
-                if n in unreadable:
-                    raise unreadable[n]
-                results.append(self._extraction(user, reply, chosen))
+                results.append(self._extraction(user, reply, next(chosen)))
             except Exception as error:  # noqa: BLE001 - recorded per pair by the stage
                 results.append(error)
         return results
@@ -214,10 +242,14 @@ class OpenAIExtractor:
                     {"role": "user", "content": exchange}]
         return self.client.ask(messages, Extraction, "pair_extraction", json_schema())
 
-    def extract_many(self, pairs: Sequence[tuple[str, str]],
-                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
-        # The contract of the LLM path is unchanged: the model names subjects from the pair alone.
+    def analyse(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
+        """The model's answers: the LLM path reads the pair alone, so the whole call can run ahead."""
         return call_each(self.extract, pairs, self.max_in_flight)
 
+    def extract_many(self, pairs: Sequence[tuple[str, str]], memory: SubjectMemory | None = None,
+                     analysed: Sequence[Extraction | Exception] | None = None) -> list[Extraction | Exception]:
+        # The contract of the LLM path is unchanged: the model names subjects from the pair alone.
+        return list(analysed) if analysed is not None else self.analyse(pairs)
 
-__all__ = ["ExtractedSubject", "Extraction", "Extractor", "KeyphraseExtractor", "OfflineExtractor", "OpenAIExtractor"]
+
+__all__ = ["AnalysingExtractor", "ExtractedSubject", "Extraction", "Extractor", "KeyphraseExtractor", "OfflineExtractor", "OpenAIExtractor"]
