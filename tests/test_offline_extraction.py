@@ -11,6 +11,7 @@ import pytest
 
 from dreaming_dagster.extraction.entities import (
     Candidate,
+    english_pipeline,
     is_generic,
     reply_head,
     salient,
@@ -90,6 +91,34 @@ def test_worker_processes_give_the_same_subjects_as_one_process():
     assert subjects and not any(is_generic(name) for name in subjects)
 
 
+def test_the_worker_processes_are_kept_between_batches_and_replaced_when_one_dies():
+    import os
+    import pickle
+    import signal
+    import time
+
+    pairs = [(f"My friend number {n} moved to Lisbon with Dana.", "Lisbon is lovely in spring.")
+             for n in range(OfflineExtractor.PARALLEL_MIN_PAIRS)]
+    extractor = OfflineExtractor(processes=2)
+    expected = [e.model_dump() for e in OfflineExtractor().extract_many(pairs)]
+    try:
+        assert [e.model_dump() for e in extractor.extract_many(pairs)] == expected
+        first = set(extractor._workers._processes)
+        assert len(first) == 2 and [e.model_dump() for e in extractor.extract_many(pairs)] == expected
+        assert set(extractor._workers._processes) == first  # the same workers read the second batch
+        os.kill(next(iter(first)), signal.SIGKILL)  # a worker dies between batches
+        time.sleep(0.5)
+        assert [e.model_dump() for e in extractor.extract_many(pairs)] == expected  # read here instead
+        assert [e.model_dump() for e in extractor.extract_many(pairs)] == expected  # and new workers next time
+        assert extractor._workers is not None and not set(extractor._workers._processes) & first
+        copy = pickle.loads(pickle.dumps(extractor))  # the settings travel, the pool does not
+        assert (copy.processes, copy.max_subjects, copy._workers) == (2, 3, None)
+    finally:
+        workers = list(extractor._workers._processes.values()) if extractor._workers else []
+        extractor.close()
+    assert extractor._workers is None and all(not worker.is_alive() for worker in workers)
+
+
 def candidate(name: str, kind: str = "topic", score: float = 1.0, position: float = 0.0) -> Candidate:
     return Candidate(name=name, type=kind, sentence=f"about {name}", score=score, first_position=position)
 
@@ -163,8 +192,10 @@ def test_one_entity_pass_over_both_turns_annotates_as_two_separate_passes():
     def annotations(docs):
         return [[(t.text, t.tag_, t.pos_, t.dep_, t.head.i, t.ent_iob_, t.ent_type_) for t in doc] for doc in docs]
 
+    nlp = english_pipeline()
     together_users, together_replies = extractor._parse_in_process(users, replies)
-    assert annotations(together_users) == annotations(extractor._parse(users, 1, entities_only=False))
+    assert annotations(together_users) == annotations(nlp.pipe(users))
+    entities_alone = nlp.pipe(replies, disable=[name for name in nlp.pipe_names if name != "ner"])
     assert [[(e.text, e.label_) for e in d.ents] for d in together_replies] == \
-        [[(e.text, e.label_) for e in d.ents] for d in extractor._parse(replies, 1, entities_only=True)]
+        [[(e.text, e.label_) for e in d.ents] for d in entities_alone]
     assert sum(len(d.ents) for d in together_users + together_replies) > 30  # the sample has entities to compare
