@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import cache
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from dreaming_dagster.extraction import entities
 from dreaming_dagster.extraction.schema import ExtractedSubject, Extraction, json_schema
@@ -48,6 +48,7 @@ class Extractor(Protocol):
         ...
 
 
+@runtime_checkable
 class AnalysingExtractor(Extractor, Protocol):
     """An extractor whose costly part reads the pair alone, before the user's memory is consulted, so it can
     run ahead of the extraction stage (extraction/read_ahead.py): the offline one's parse, an LLM's call."""
@@ -71,7 +72,7 @@ class OfflineExtractor:
     processes, kept from the first such batch until :meth:`close` (or the process's exit): parsing is
     nearly the whole cost. Each worker parses a share of the batch and sends back its pairs' candidates,
     not their parses. (spaCy's own ``nlp.pipe(n_process=…)``, used before, started its workers for every
-    call and sent every parse back to be rebuilt in this process: a 400-pair batch took ~1.3× as long.)
+    call and sent every parse back to be rebuilt in this process: a 400-pair batch took 1.3-1.4× as long.)
     """
 
     provider = "offline"

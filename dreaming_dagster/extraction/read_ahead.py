@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from dreaming_dagster.extraction.providers import Extractor, SubjectMemory
+from dreaming_dagster.extraction.providers import AnalysingExtractor, Extractor, SubjectMemory
 from dreaming_dagster.extraction.schema import Extraction
 
 logger = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class ExtractionReadAhead:
 
     @property
     def supported(self) -> bool:
-        return callable(getattr(self.extractor, "analyse", None))
+        return isinstance(self.extractor, AnalysingExtractor)
 
     def start(self, pairs: Sequence[Pair]) -> bool:
         """Start analysing ``pairs`` (user_message, assistant_message: as they will be stored). Returns
