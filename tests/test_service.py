@@ -261,9 +261,15 @@ def test_the_mcp_tools_through_the_sdks_client(cli_env):
             recalled = await client.call_tool("recall", {"user_id": "alice", "query": "where does Rachel live?"})
             refused = await client.call_tool("remember", {"user_id": "bad id", "user_message": "x",
                                                           "assistant_message": "y", "session_id": "s"})
-            return tools, stored, twice, recalled, refused
+            dreamed = await client.call_tool("remember", {
+                "user_id": "alice", "user_message": "We hiked Mount Tam with Priya", "session_id": "chat-2",
+                "assistant_message": "Mount Tam has great views.", "dream_now": True})
+            return tools, stored, twice, recalled, refused, dreamed
 
-    tools, stored, twice, recalled, refused = anyio.run(session)
+    tools, stored, twice, recalled, refused, dreamed = anyio.run(session)
+    # dream_now: saved and dreamed in the call (the first exchange, still pending, is dreamed with it)
+    assert dreamed.structured_content["stored"] == 1 and dreamed.structured_content["subjects_linked"] >= 1
+    assert stored.structured_content["subjects_linked"] is None
     assert tools == ["recall", "remember"]
     assert stored.structured_content["stored"] == 1 and twice.structured_content["duplicate"] == 1
     memories = recalled.structured_content["memories"]

@@ -22,6 +22,7 @@ class Remembered(BaseModel):
     stored: int
     duplicate: int
     pair_ids: list[str]
+    subjects_linked: int | None = None  # with dream_now: links the sync made (None: not dreamed yet)
 
 
 class Memory(BaseModel):
@@ -43,6 +44,7 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
     from dreaming_dagster.embeddings import embedder_from_settings
     from dreaming_dagster.ingest.records import InvalidInputError, validate_identifier
     from dreaming_dagster.ingest.save import save_pairs
+    from dreaming_dagster.pipeline.sync import save_and_sync
     from dreaming_dagster.retrieval.recaller import Recaller
 
     kg_id = validate_identifier(kg_id, "kg_id")
@@ -55,22 +57,29 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
 
     @server.tool()
     def remember(user_id: str, user_message: str, assistant_message: str, session_id: str,
-                 occurred_at: str | None = None) -> Remembered:
+                 occurred_at: str | None = None, dream_now: bool = False) -> Remembered:
         """Save one exchange (the user's message and the assistant's reply) in the user's memory.
 
         ``session_id`` names the conversation; ``occurred_at`` (ISO 8601) defaults to now. The same exchange
-        saved again with the same ``occurred_at`` (a retry) is stored once."""
+        saved again with the same ``occurred_at`` (a retry) is stored once. ``dream_now``: also dream it
+        before answering (its subjects extracted and linked into the user's graph; otherwise the background
+        pipeline does it within a minute)."""
+        record = {"user_message": user_message, "assistant_message": assistant_message, "session_id": session_id,
+                  "occurred_at": occurred_at or datetime.now(UTC).isoformat()}
+        linked = None
         try:
-            result = save_pairs(user_id, [{"user_message": user_message, "assistant_message": assistant_message,
-                                           "session_id": session_id,
-                                           "occurred_at": occurred_at or datetime.now(UTC).isoformat()}],
-                                kg_id, database=database, embedder=embedder)
+            if dream_now:
+                both = save_and_sync(user_id, [record], kg_id, database=database, embedder=embedder)
+                result, linked = both.saved, both.synced.links.get("links", 0)
+            else:
+                result = save_pairs(user_id, [record], kg_id, database=database, embedder=embedder)
         except InvalidInputError as error:  # the agent sees which field, as the HTTP API says it
             raise ToolError(str(error)) from None
         if result.rejected:
             rejection = result.rejected[0]
             raise ToolError(f"field '{rejection.field}': {rejection.reason}")
-        return Remembered(stored=result.inserted, duplicate=result.duplicates, pair_ids=result.pair_ids)
+        return Remembered(stored=result.inserted, duplicate=result.duplicates, pair_ids=result.pair_ids,
+                          subjects_linked=linked)
 
     @server.tool()
     def recall(user_id: str, query: str, k: int = 5, session_id: str | None = None) -> Recalled:
