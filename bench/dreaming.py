@@ -12,8 +12,8 @@
   graph, per pair. Each run takes --latency-samples pairs and reports p50/p95; the medians of the runs are
   the headline. Beside it, taking turns sample by sample, each on pairs of its own so all see the same
   machine and the same growing user: the same as two calls (save_pairs, then sync_user), and the local
-  model's other runtimes (--runtimes: ONNX Runtime, the default and the headline, and PyTorch). The database is the Python API's
-  (DREAMING_DATABASE_CONNECTIONS pooled connections); after the initial dream the tables are vacuumed and
+  model's other runtimes (--runtimes: ONNX Runtime, the default and the headline, and PyTorch). The
+  database is the Python API's (DREAMING_DATABASE_CONNECTIONS pooled connections); after the initial dream the tables are vacuumed and
   analysed, as autovacuum does on a server that stays up (these benchmarks start their server each run).
 The 5,000 pairs are embedded once with all-MiniLM-L6-v2 (the slow part: ~5 minutes); the 2,000-pair user
 is a copy of the first 2,000 rows with their embeddings. Results: bench/results/dreaming.json.
@@ -57,9 +57,9 @@ from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 
+TWO_CALLS = "two calls"  # the fast path as save_pairs then sync_user, on the first runtime
 # The offline default as the settings make it (entities: spaCy in DREAMING_LLM_OFFLINE_PROCESSES worker
 # processes for a backlog, both cores here), and the keyphrase extractor it replaced.
-TWO_CALLS = "two calls"  # the fast path as save_pairs then sync_user, on the first runtime
 EXTRACTORS = {"entities": lambda: OfflineExtractor(processes=DreamingSettings().llm_offline_processes),
               "keyphrases": KeyphraseExtractor}
 
