@@ -59,9 +59,10 @@ def graph(database: Database) -> Database:
 
 def test_reinforcing_known_subjects_rewrites_no_index(graph):
     """A pair merged into subjects the graph holds appends to their descriptions and moves last_seen_at and
-    the reinforcement count; marking them key subjects sets a flag. None of that is in an index, so every
-    one of those updates is HOT (no new entry in the HNSW index or any other), and the subjects enter the
-    refinement queue. The links' statement adds to their link counts, HOT too."""
+    the reinforcement count. None of that is in an index, so every one of those updates is HOT (no new
+    entry in the HNSW index or any other), and the subjects enter the refinement queue. The links'
+    statement adds to their link counts and marks them key subjects in the same row versions (migration
+    0025), HOT too."""
     saved = save_pairs("ana", [pair(n) for n in range(4)], database=graph, embedder=EMBEDDER)
     with graph.connect() as conn, conn.transaction():
         created = merge_pair(conn, "ana", 0, NAMES)
@@ -72,12 +73,14 @@ def test_reinforcing_known_subjects_rewrites_no_index(graph):
             ids = sorted(plan.reinforced)
             conn.execute(load_sql("pipeline/insert_links"), {"pair_ids": [pair_id] * len(ids), "subject_ids": ids,
                                                              "user_id": "ana", "kg_id": "default"})
-            conn.execute(load_sql("pipeline/mark_key_subjects"), {"subject_ids": ids, "user_id": "ana"})
             updates, hot = subject_updates(conn)
+            keys = conn.execute("SELECT count(*) FILTER (WHERE is_key_subject) AS n FROM subjects "
+                                "WHERE user_id = 'ana'").fetchone()["n"]
         assert plan.merged == len(NAMES) and len(ids) == len(NAMES)
-        # Four reinforcements, four link counts (migration 0023), and the first time round four subjects
-        # becoming key subjects.
-        assert updates == (3 if n == 1 else 2) * len(NAMES) and hot == updates, (n, updates, hot)
+        # Four reinforcements and four link counts (migration 0023), the first time round with the four
+        # subjects becoming key subjects in the same versions (0025).
+        assert updates == 2 * len(NAMES) and hot == updates, (n, updates, hot)
+        assert keys == len(NAMES)
     with graph.connect() as conn:
         queued, pending = queue_matches_predicate(conn)
         descriptions = [r["description_text"] for r in conn.execute(

@@ -12,11 +12,11 @@ WITH pairs AS MATERIALIZED (
 -- A subject's links: its stored count (subjects.link_count, kept by the links' triggers: migration 0023),
 -- read through the primary key and the hubs' partial index on the fast path.
 linked AS MATERIALIZED (
-    SELECT s.id AS subject_id, s.link_count AS n
+    SELECT s.id AS subject_id, s.link_count AS n, s.hub_since IS NOT NULL AS was_hub
     FROM subjects s
     WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND %(subject_ids)s::uuid[] IS NULL
     UNION ALL
-    SELECT s.id, s.link_count
+    SELECT s.id, s.link_count, s.hub_since IS NOT NULL
     FROM subjects s
     WHERE s.id IN (SELECT unnest(%(subject_ids)s::uuid[])
                    UNION
@@ -24,14 +24,17 @@ linked AS MATERIALIZED (
                    WHERE h.user_id = %(user_id)s AND h.kg_id = %(kg_id)s AND h.hub_since IS NOT NULL)
       AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND %(subject_ids)s::uuid[] IS NOT NULL
 ),
-decided AS (
-    SELECT linked.subject_id, linked.n AS linked_pairs,
-           (pairs.n >= %(hub_min_pairs)s AND linked.n > %(hub_share)s::float8 * pairs.n) AS is_hub
+changed AS MATERIALIZED (
+    SELECT linked.subject_id
     FROM linked CROSS JOIN pairs
+    WHERE linked.was_hub <> (pairs.n >= %(hub_min_pairs)s AND linked.n > %(hub_share)s::float8 * pairs.n)
 )
+-- Only the subjects whose flag changes (usually none) are updated, found by their ids as one array: a join
+-- of the decisions with the user's subjects was planned, for a graph that grew in this very sync (its
+-- statistics say the user has no subjects), as a rescan of the user's subjects for every subject (1.1 s at
+-- 2,000 pairs). A changed subject's flag flips; the graph lock keeps anything else from flipping it between.
 UPDATE subjects s
-SET hub_since = CASE WHEN d.is_hub THEN now() END
-FROM decided d
-WHERE s.id = d.subject_id AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s
-  AND (s.hub_since IS NOT NULL) <> d.is_hub
-RETURNING s.subject_text, d.linked_pairs, d.is_hub;
+SET hub_since = CASE WHEN s.hub_since IS NULL THEN now() END
+WHERE s.id = ANY(ARRAY(SELECT changed.subject_id FROM changed))
+  AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s
+RETURNING s.subject_text, s.link_count AS linked_pairs, s.hub_since IS NOT NULL AS is_hub;

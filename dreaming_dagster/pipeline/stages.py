@@ -305,7 +305,7 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
                  threshold: float = DEFAULT_THRESHOLD, batch_size: int = 300,
                  hubs: HubRule = DEFAULT_HUB_RULE, whole_graph: bool = True) -> LinkStats:
     """Stage 4: one junction row per (subject, pair), a batch's links and checkpoints in one transaction
-    of three statements.
+    of two statements.
 
     ``whole_graph`` (the Dagster asset): first the janitor — pairs marked stored with zero links although
     extraction found subjects get their merge/link checkpoints reset and are merged again here — and last,
@@ -333,9 +333,7 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
                 cursor = conn.execute(load_sql("pipeline/insert_links"), {
                     "pair_ids": [p for p, _ in links], "subject_ids": [s for _, s in links],
                     "user_id": user_id, "kg_id": kg_id})
-                stats.links += cursor.rowcount
-                conn.execute(load_sql("pipeline/mark_key_subjects"),
-                             {"subject_ids": sorted({s for _, s in links}), "user_id": user_id})
+                stats.links += cursor.rowcount  # the links' trigger marks their subjects key subjects
             conn.execute(load_sql("pipeline/record_links"), {"ids": [pair["id"] for pair in pairs],
                                                             "user_id": user_id})
         stats.pairs += len(pairs)
