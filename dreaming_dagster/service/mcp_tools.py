@@ -43,7 +43,7 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
                      embedder: Embedder | None = None) -> MCPServer:
     from dreaming_dagster.embeddings import embedder_from_settings
     from dreaming_dagster.ingest.records import InvalidInputError, validate_identifier
-    from dreaming_dagster.ingest.save import save_pairs
+    from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_pairs
     from dreaming_dagster.pipeline.sync import save_and_sync
     from dreaming_dagster.retrieval.recaller import Recaller
 
@@ -68,13 +68,15 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
                   "occurred_at": occurred_at or datetime.now(UTC).isoformat()}
         linked = None
         try:
-            if dream_now:
-                both = save_and_sync(user_id, [record], kg_id, database=database, embedder=embedder)
+            if dream_now:  # strict: a refused exchange is answered before any dreaming starts
+                both = save_and_sync(user_id, [record], kg_id, strict=True, database=database, embedder=embedder)
                 result, linked = both.saved, both.synced.links.get("links", 0)
             else:
                 result = save_pairs(user_id, [record], kg_id, database=database, embedder=embedder)
         except InvalidInputError as error:  # the agent sees which field, as the HTTP API says it
             raise ToolError(str(error)) from None
+        except BatchRejectedError as error:
+            result = SaveResult(rejected=error.rejections)
         if result.rejected:
             rejection = result.rejected[0]
             raise ToolError(f"field '{rejection.field}': {rejection.reason}")
