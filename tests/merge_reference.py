@@ -12,7 +12,7 @@ from dreaming_dagster.sql import load_sql
 def merge_one_at_a_time(database, embedder, user_id: str, kg_id: str, threshold: float, batch_size: int = 30):
     counts = {"pairs": 0, "created": 0, "merged": 0, "reused": 0}
     for pairs in pending_batches(database, "pipeline/pending_merge_batch",
-                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
+                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": []}):
         names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
         vectors = dict(zip(names, embedder.embed([subject_embedding_text(n) for n in names]), strict=True))
         with database.connect() as conn:

@@ -13,6 +13,7 @@ from dreaming_dagster.extraction.entities import (
     Candidate,
     english_pipeline,
     is_generic,
+    parsing,
     reply_head,
     salient,
     salient_in_memory,
@@ -117,6 +118,53 @@ def test_the_worker_processes_are_kept_between_batches_and_replaced_when_one_die
         workers = list(extractor._workers._processes.values()) if extractor._workers else []
         extractor.close()
     assert extractor._workers is None and all(not worker.is_alive() for worker in workers)
+
+
+def test_the_workers_start_between_parses_and_read_while_other_threads_parse():
+    """A worker forked while another thread is inside a parse would inherit spaCy's matrix library's lock
+    taken and wait forever on its first parse (entities.parsing): the workers start only between parses in
+    this process, and read while it goes on parsing."""
+    import threading
+
+    pairs = [(f"My friend number {n} moved to Lisbon with Dana.", "Lisbon is lovely in spring.")
+             for n in range(OfflineExtractor.PARALLEL_MIN_PAIRS)]
+    expected = [e.model_dump() for e in OfflineExtractor().extract_many(pairs)]
+
+    def read_in_workers(extractor: OfflineExtractor, read: list) -> threading.Thread:
+        reading = threading.Thread(target=lambda: read.append(extractor.extract_many(pairs)), daemon=True)
+        reading.start()
+        return reading
+
+    stop, parses = threading.Event(), []
+
+    def parse_until_stopped():  # another user's sync in this process, parsing pair after pair
+        one = OfflineExtractor()
+        while not stop.is_set():
+            parses.append(one.extract_many(pairs[:4]))
+
+    waiting, busy = OfflineExtractor(processes=2), OfflineExtractor(processes=2)
+    other_sync = threading.Thread(target=parse_until_stopped, daemon=True)
+    try:
+        read_then: list = []
+        with parsing():  # a parse in progress: the workers wait for it to end
+            reading = read_in_workers(waiting, read_then)
+            reading.join(timeout=1.0)
+            assert reading.is_alive() and waiting._workers is None
+        reading.join(timeout=120)
+        assert [e.model_dump() for e in read_then[0]] == expected
+        other_sync.start()
+        while not parses:  # parsing in this process, pair after pair, when the workers start
+            other_sync.join(timeout=0.05)
+        read_meanwhile: list = []
+        reading = read_in_workers(busy, read_meanwhile)
+        reading.join(timeout=120)
+        assert not reading.is_alive(), "the worker processes never answered"
+        assert [e.model_dump() for e in read_meanwhile[0]] == expected
+    finally:
+        stop.set()
+        other_sync.join(timeout=60)
+        waiting.close()
+        busy.close()
 
 
 def candidate(name: str, kind: str = "topic", score: float = 1.0, position: float = 0.0) -> Candidate:

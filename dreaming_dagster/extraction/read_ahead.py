@@ -73,12 +73,11 @@ class ExtractionReadAhead:
                 self._started.setdefault(pair, (future, index))
         return True
 
-    def extract_many(self, pairs: Sequence[Pair], memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
-        """The extractor's results for ``pairs``, finishing those read ahead from their analysis."""
+    def analyse(self, pairs: Sequence[Pair]) -> list[object]:
+        """The extractor's analysis of ``pairs``: taken from what was read ahead where it was started, the
+        rest analysed now (also a pair whose read failed as a whole)."""
         with self._lock:
             started = [self._started.get(pair) for pair in pairs]
-        if not any(started):
-            return self.extractor.extract_many(pairs, memory=memory)
         analysed: list[object] = [None] * len(pairs)
         missing: list[int] = []
         for index, entry in enumerate(started):
@@ -98,6 +97,18 @@ class ExtractionReadAhead:
         with self._lock:
             self.read_ahead += len(pairs) - len(missing)
             self.read_in_stage += sum(1 for index in missing if started[index] is not None)
+        return analysed
+
+    def extract_many(self, pairs: Sequence[Pair], memory: SubjectMemory | None = None,
+                     analysed: Sequence[object] | None = None) -> list[Extraction | Exception]:
+        """The extractor's results for ``pairs``, finishing those read ahead from their analysis.
+        ``analysed``: :meth:`analyse`'s result for them, when the stage took it earlier itself."""
+        if analysed is None:
+            with self._lock:
+                started = any(pair in self._started for pair in pairs)
+            if not started:
+                return self.extractor.extract_many(pairs, memory=memory)
+            analysed = self.analyse(pairs)
         return self.extractor.extract_many(pairs, memory=memory, analysed=analysed)
 
     def close(self) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
@@ -124,35 +125,99 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
     never block other pairs. A pair whose result the database refuses is a failure of that pair alone (the
     batch is then written pair by pair, each in its own savepoint). When the provider is
     unavailable (every retry of a call failed transiently) the stage stops after the batch: pairs not sent
-    keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock."""
+    keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock.
+
+    An extractor that ``analyses_ahead`` a backlog's batches (the offline one with worker processes) has
+    the next batch's pairs analysed while the current batch is chosen and written: the analysis reads the
+    pairs alone, and the choice, which reads the user's memory, still runs batch after batch, so the
+    results are the same."""
     stats = ExtractionStats()
     # The extractor's own batch: 100 for an LLM (calls in flight); larger offline, so a backlog is parsed
     # by the extractor's worker processes (which only start for large batches).
     batch_size = batch_size or getattr(extractor, "batch_size", 100)
     failed_now: list = []  # retried on a later run, not again in this one
-    for rows in pending_batches(database, "pipeline/pending_extraction_batch", {
-            "user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed_now,
-            **extraction_retry_params(max_attempts, cooldown_seconds)}):
-        results = extractor.extract_many([(row["user_message"], row["assistant_message"]) for row in rows],
-                                         memory=lambda names: held_subject_names(database, user_id, kg_id, names))
-        with database.connect() as conn, stage_transaction(conn):
-            done, failed = [], []
-            for row, result in zip(rows, results, strict=True):
-                if isinstance(result, CallSkippedError):
-                    stats.not_attempted += 1
+    with BatchesReadAhead(
+            database, "pipeline/pending_extraction_batch",
+            {"user_id": user_id, "kg_id": kg_id, "limit": batch_size,
+             **extraction_retry_params(max_attempts, cooldown_seconds)}, failed_now,
+            prepare=lambda rows: extractor.analyse([(row["user_message"], row["assistant_message"]) for row in rows]),
+            ahead=getattr(extractor, "analyses_ahead", lambda pairs: False)) as batches:
+        for rows, analysed in batches:
+            results = extractor.extract_many(
+                [(row["user_message"], row["assistant_message"]) for row in rows],
+                memory=lambda names: held_subject_names(database, user_id, kg_id, names),
+                **({"analysed": analysed.result()} if analysed is not None else {}))
+            with database.connect() as conn, stage_transaction(conn):
+                done, failed = [], []
+                for row, result in zip(rows, results, strict=True):
+                    if isinstance(result, CallSkippedError):
+                        stats.not_attempted += 1
+                        failed_now.append(row["id"])
+                        continue
+                    stats.provider_unavailable |= isinstance(result, ProviderUnavailableError)
+                    (failed if isinstance(result, Exception) else done).append((row, result))
+                for row, result in failed + _record_extractions(conn, done, user_id, stats):
                     failed_now.append(row["id"])
-                    continue
-                stats.provider_unavailable |= isinstance(result, ProviderUnavailableError)
-                (failed if isinstance(result, Exception) else done).append((row, result))
-            for row, result in failed + _record_extractions(conn, done, user_id, stats):
-                failed_now.append(row["id"])
-                conn.execute(load_sql("pipeline/record_extraction_failure"),
-                             {"id": row["id"], "user_id": user_id, "error": clean_text(stats.record(result))})
-        if stats.provider_unavailable:
-            logger.warning("%s/%s: the LLM provider is unavailable (%s); extraction stops until the next run",
-                           user_id, kg_id, stats.last_error)
-            break
+                    conn.execute(load_sql("pipeline/record_extraction_failure"),
+                                 {"id": row["id"], "user_id": user_id, "error": clean_text(stats.record(result))})
+            if stats.provider_unavailable:
+                logger.warning("%s/%s: the LLM provider is unavailable (%s); extraction stops until the next run",
+                               user_id, kg_id, stats.last_error)
+                break
     return stats
+
+
+class BatchesReadAhead:
+    """A stage's pending batches (``model`` bound with ``params``, as :func:`pending_batches`), in order, the
+    costly part of each that reads the batch alone (``prepare``: the extractor's analysis, the names'
+    embeddings) started on a thread of its own for a backlog, so it runs while the stage waits on the
+    database for the batch before. Yields each batch with that preparation's future, or ``None`` where it
+    was not started (the stage prepares the batch itself).
+
+    When a full batch comes (more may follow) and ``ahead(len(batch))`` allows it, the next batch is read at
+    once (the query skipping the current batch's rows, as writing the current batch will) and prepared
+    behind the current one. A batch read ahead is the one the query would return after the current batch
+    is written: the stage holds the graph's lock, so no other writer moves a row in between, and the rows
+    the stage leaves for a later run go into ``skip_ids`` (read by each query) as written rows drop out.
+    Rows saved meanwhile are read by a later query. Nothing is read ahead for a single, short batch (the
+    fast path's one pair): no thread starts."""
+
+    def __init__(self, database: Database, model: str, params: dict, skip_ids: list, *,
+                 prepare: Callable[[list[dict]], object], ahead: Callable[[int], bool]):
+        self.database, self.model, self.params, self.skip_ids = database, model, params, skip_ids
+        self.prepare, self.ahead = prepare, ahead
+        # Two threads: the next batch is submitted while the current one's preparation still runs (the
+        # extractor's thread only waits on its worker processes, which take the next batch's shares as
+        # soon as they are free).
+        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stage-read-ahead")
+
+    def _query(self, also_skip: list) -> list[dict]:
+        with self.database.connect() as conn:
+            return conn.execute(load_sql(self.model), {**self.params, "skip_ids": self.skip_ids + also_skip}).fetchall()
+
+    def _prepare(self, rows: list[dict]) -> Future | None:
+        return self._threads.submit(self.prepare, rows) if self.ahead(len(rows)) else None
+
+    def __iter__(self) -> Iterator[tuple[list[dict], Future | None]]:
+        ahead: tuple[list[dict], Future | None] | None = None
+        while True:
+            rows, prepared = ahead if ahead is not None else (self._query([]), None)
+            ahead = None
+            if not rows:
+                return
+            if len(rows) == self.params["limit"] and self.ahead(len(rows)):
+                prepared = prepared if prepared is not None else self._prepare(rows)
+                following = self._query([row["id"] for row in rows])
+                if following:
+                    ahead = (following, self._prepare(following))
+            yield rows, prepared
+
+    def __enter__(self) -> BatchesReadAhead:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        # A batch read ahead of a stage that stopped (an error, the provider down) is let go.
+        self._threads.shutdown(wait=True, cancel_futures=True)
 
 
 def write_each_if_refused(conn: psycopg.Connection, items: list, write) -> list[tuple[object, Exception]]:
@@ -276,18 +341,26 @@ def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: s
     """
     stats = MergeStats()
     database.ensure_schema(embedder.spec)
-    for pairs in pending_batches(database, "pipeline/pending_merge_batch",
-                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
+
+    def embed_names(pairs: list[dict]) -> dict[str, object]:
         names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
-        vectors = dict(zip(names, embed_cached(embedder, [subject_embedding_text(n) for n in names]), strict=True))
-        with database.connect() as conn, stage_transaction(conn):
-            known = read_batch_candidates(conn, pairs, vectors, user_id, kg_id, threshold)
-            plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), threshold)
-            write_merge_plan(conn, plan, vectors, user_id, kg_id)
-        stats.pairs += len(pairs)
-        stats.created += plan.created
-        stats.merged += plan.merged
-        stats.reused += plan.reused
+        return dict(zip(names, embed_cached(embedder, [subject_embedding_text(n) for n in names]), strict=True))
+
+    # A backlog's next batch has its names embedded while this one is merged on the database (the names
+    # are the batch's own; what they merge into is read after the batch before is written).
+    with BatchesReadAhead(database, "pipeline/pending_merge_batch",
+                          {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}, [],
+                          prepare=embed_names, ahead=lambda pairs: True) as batches:
+        for pairs, embedded in batches:
+            vectors = embedded.result() if embedded is not None else embed_names(pairs)
+            with database.connect() as conn, stage_transaction(conn):
+                known = read_batch_candidates(conn, pairs, vectors, user_id, kg_id, threshold)
+                plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), threshold)
+                write_merge_plan(conn, plan, vectors, user_id, kg_id)
+            stats.pairs += len(pairs)
+            stats.created += plan.created
+            stats.merged += plan.merged
+            stats.reused += plan.reused
     return stats
 
 
@@ -522,6 +595,6 @@ def stats_dict(stats) -> dict:
     return data
 
 
-__all__ = ["accumulate", "ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
+__all__ = ["accumulate", "BatchesReadAhead", "ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
            "graph_health", "graph_signature", "graph_stats", "link_pending", "memory_count_drift", "merge_pending",
            "refine_pending", "reset_failed_extractions", "stats_dict", "top_subjects", "user_graph_lock", "user_kgs"]
