@@ -349,7 +349,7 @@ def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: s
     # A backlog's next batch has its names embedded while this one is merged on the database (the names
     # are the batch's own; what they merge into is read after the batch before is written). For an
     # endpoint's embeddings that hides a call's wait; the local model on two cores competes with the
-    # backend instead and gains about nothing (docs/dreaming.md).
+    # backend instead and gains less (from nothing to a fifth of the merge: docs/dreaming.md).
     with BatchesReadAhead(database, "pipeline/pending_merge_batch",
                           {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}, [],
                           prepare=embed_names, ahead=lambda pairs: True) as batches:
