@@ -76,8 +76,13 @@ class ExtractionReadAhead:
     def analyse(self, pairs: Sequence[Pair]) -> list[object]:
         """The extractor's analysis of ``pairs``: taken from what was read ahead where it was started, the
         rest analysed now (also a pair whose read failed as a whole)."""
+        return self._analyse(pairs, self._started_for(pairs))
+
+    def _started_for(self, pairs: Sequence[Pair]) -> list[tuple[Future, int] | None]:
         with self._lock:
-            started = [self._started.get(pair) for pair in pairs]
+            return [self._started.get(pair) for pair in pairs]
+
+    def _analyse(self, pairs: Sequence[Pair], started: list[tuple[Future, int] | None]) -> list[object]:
         analysed: list[object] = [None] * len(pairs)
         missing: list[int] = []
         for index, entry in enumerate(started):
@@ -104,11 +109,10 @@ class ExtractionReadAhead:
         """The extractor's results for ``pairs``, finishing those read ahead from their analysis.
         ``analysed``: :meth:`analyse`'s result for them, when the stage took it earlier itself."""
         if analysed is None:
-            with self._lock:
-                started = any(pair in self._started for pair in pairs)
-            if not started:
+            started = self._started_for(pairs)
+            if not any(started):
                 return self.extractor.extract_many(pairs, memory=memory)
-            analysed = self.analyse(pairs)
+            analysed = self._analyse(pairs, started)
         return self.extractor.extract_many(pairs, memory=memory, analysed=analysed)
 
     def close(self) -> None:

@@ -66,15 +66,14 @@ def stage_transaction(conn: psycopg.Connection) -> Iterator[None]:
 
 
 def pending_batches(database: Database, model: str, params: dict) -> Iterator[list[dict]]:
-    """Batches of a stage's pending rows (``model``, bound with ``params``), until none is left. The query
-    is run again for each batch, so rows done by the previous batch drop out; rows a stage wants to leave
-    for a later run go into the list ``params["skip_ids"]``, which the query reads afresh each time."""
-    while True:
-        with database.connect() as conn:
-            rows = conn.execute(load_sql(model), params).fetchall()
-        if not rows:
-            return
-        yield rows
+    """Batches of a stage's pending rows (``model``, bound with ``params``), until none is left, nothing
+    read ahead (:class:`BatchesReadAhead` without a preparation). The query is run again for each batch,
+    so rows done by the previous batch drop out; rows a stage wants to leave for a later run go into the
+    list ``params["skip_ids"]``, which the query reads afresh each time."""
+    with BatchesReadAhead(database, model, params, params.get("skip_ids", []), prepare=None,
+                          ahead=lambda rows: False) as batches:
+        for rows, _ in batches:
+            yield rows
 
 
 def user_kgs(database: Database, user_id: str) -> list[str]:
@@ -168,11 +167,12 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
 
 
 class BatchesReadAhead:
-    """A stage's pending batches (``model`` bound with ``params``, as :func:`pending_batches`), in order, the
-    costly part of each that reads the batch alone (``prepare``: the extractor's analysis, the names'
-    embeddings) started on a thread of its own for a backlog, so it runs while the stage waits on the
-    database for the batch before. Yields each batch with that preparation's future, or ``None`` where it
-    was not started (the stage prepares the batch itself).
+    """A stage's pending batches (``model`` bound with ``params``; the query runs again for each batch, so
+    rows done by the batch before drop out), in order until none is left, the costly part of each that
+    reads the batch alone (``prepare``: the extractor's analysis, the names' embeddings) started on a
+    thread of its own for a backlog, so it runs while the stage waits on the database for the batch
+    before. Yields each batch with that preparation's future, or ``None`` where it was not started (the
+    stage prepares the batch itself).
 
     When a full batch comes (more may follow) and ``ahead(len(batch))`` allows it, the next batch is read at
     once (the query skipping the current batch's rows, as writing the current batch will) and prepared
@@ -183,7 +183,7 @@ class BatchesReadAhead:
     fast path's one pair): no thread starts."""
 
     def __init__(self, database: Database, model: str, params: dict, skip_ids: list, *,
-                 prepare: Callable[[list[dict]], object], ahead: Callable[[int], bool]):
+                 prepare: Callable[[list[dict]], object] | None, ahead: Callable[[int], bool]):
         self.database, self.model, self.params, self.skip_ids = database, model, params, skip_ids
         self.prepare, self.ahead = prepare, ahead
         # Two threads: the next batch is submitted while the current one's preparation still runs (the
@@ -195,8 +195,8 @@ class BatchesReadAhead:
         with self.database.connect() as conn:
             return conn.execute(load_sql(self.model), {**self.params, "skip_ids": self.skip_ids + also_skip}).fetchall()
 
-    def _prepare(self, rows: list[dict]) -> Future | None:
-        return self._threads.submit(self.prepare, rows) if self.ahead(len(rows)) else None
+    def _prepare(self, rows: list[dict]) -> Future:
+        return self._threads.submit(self.prepare, rows)
 
     def __iter__(self) -> Iterator[tuple[list[dict], Future | None]]:
         ahead: tuple[list[dict], Future | None] | None = None
@@ -206,10 +206,10 @@ class BatchesReadAhead:
             if not rows:
                 return
             if len(rows) == self.params["limit"] and self.ahead(len(rows)):
-                prepared = prepared if prepared is not None else self._prepare(rows)
+                prepared = prepared or self._prepare(rows)
                 following = self._query([row["id"] for row in rows])
                 if following:
-                    ahead = (following, self._prepare(following))
+                    ahead = (following, self._prepare(following) if self.ahead(len(following)) else None)
             yield rows, prepared
 
     def __enter__(self) -> BatchesReadAhead:
