@@ -26,6 +26,10 @@ def test_recall_bench(tmp_path):
     assert mid["served"]["n"] == 15 and mid["plan_served"]["exact_fallback_executed"]
     assert mid["exact_scan"]["pairs"] == 400 and mid["exact_scan"]["buffers_per_pair"] < 1
     assert set(mid["vector_storage"].values()) == {"m"}
+    # recall() end to end both ways (the same rankings are asserted inside), every question timed.
+    end_to_end = result["recall_end_to_end"]
+    assert end_to_end["while_embedding"]["n"] == end_to_end["after_embedding"]["n"] == 15
+    assert end_to_end["lexical_pool_wait_after_embedding_ms"]["n"] == 15
 
 
 def test_lexical_bench(tmp_path):

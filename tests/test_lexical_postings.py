@@ -152,6 +152,93 @@ def test_recall_holds_postings_as_configured(database):
         plain.close()
 
 
+class EmbedderWaitingForTheLexicalPool(HashEmbedder):
+    """Embeds a query only once the recaller's lexical pool for it has been found (or after 10 s): with the
+    pool found after the embedding, as before, every recall would wait out the timeout and say so."""
+
+    def __init__(self, recaller_of: dict):
+        super().__init__()
+        self.recaller_of, self.waited_out = recaller_of, 0
+
+    def embed(self, texts):
+        recaller = self.recaller_of.get("recaller")
+        if recaller is not None and recaller.find_lexical_pool_while_embedding:
+            found = recaller.lexical_postings.found
+            if not found.wait(timeout=10):
+                self.waited_out += 1
+            found.clear()
+        return super().embed(texts)
+
+
+def test_recall_finds_the_lexical_pool_while_the_query_is_embedded(database):
+    save(database, "gil", zipf_pairs(300, seed=8))
+    recaller_of: dict = {}
+    embedder = EmbedderWaitingForTheLexicalPool(recaller_of)
+    overlapped = Recaller.from_settings(database, embedder, DreamingSettings(recall_lexical_cache_mb=16))
+    after = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=16))
+    after.find_lexical_pool_while_embedding = False
+    statement = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=0))
+    found, pool_pairs = threading.Event(), overlapped.lexical_postings.pool_pairs
+    threads_finding: set[str] = set()
+
+    def spied_pool_pairs(*args, **kwargs):
+        pairs = pool_pairs(*args, **kwargs)
+        threads_finding.add(threading.current_thread().name)
+        found.set()
+        return pairs
+
+    overlapped.lexical_postings.pool_pairs = spied_pool_pairs
+    overlapped.lexical_postings.found = found
+    recaller_of["recaller"] = overlapped
+    try:
+        for _ in range(2):  # from held postings, then from postings read by the first round
+            for query in QUERIES:
+                served = overlapped.recall("gil", query, k=10)
+                assert [m.pair_id for m in served] == [m.pair_id for m in after.recall("gil", query, k=10)] == [
+                    m.pair_id for m in statement.recall("gil", query, k=10)]
+                assert [m.score for m in served] == pytest.approx(
+                    [m.score for m in after.recall("gil", query, k=10)], abs=1e-6)
+                assert "lexical_pool_wait" in served.timings_ms
+        assert embedder.waited_out == 0
+        assert threads_finding and all(name.startswith("recall-lexical-pool") for name in threads_finding)
+        # As of a past time the statement finds the pool (the postings held are the current ones).
+        found.clear()
+        overlapped.find_lexical_pool_while_embedding = False
+        overlapped.recall("gil", QUERIES[0], k=10, as_of=EPOCH + timedelta(hours=100))
+        assert not found.is_set()
+    finally:
+        for recaller in (overlapped, after, statement):
+            recaller.close()
+
+
+def test_recalls_from_more_threads_than_connections_find_their_lexical_pools(database):
+    """Each recall's pool is found on a connection of the recaller's pool while the recall's own thread
+    holds none: eight threads over one connection all finish, each with the statement's ranking."""
+    save(database, "gil", zipf_pairs(300, seed=9))
+    settings = DreamingSettings(recall_lexical_cache_mb=16, recall_connections=1)
+    recaller = Recaller.from_settings(database, HashEmbedder(), settings)
+    statement = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=0))
+    try:
+        expected = {query: [m.pair_id for m in statement.recall("gil", query, k=10)] for query in QUERIES}
+        failures: list[str] = []
+
+        def worker(offset: int) -> None:
+            for round_ in range(4):
+                query = QUERIES[(offset + round_) % len(QUERIES)]
+                if [m.pair_id for m in recaller.recall("gil", query, k=10)] != expected[query]:
+                    failures.append(query)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads) and failures == []
+    finally:
+        recaller.close()
+        statement.close()
+
+
 def test_top_k_keeps_every_tie_at_the_cut():
     import numpy as np
 

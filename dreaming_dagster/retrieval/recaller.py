@@ -16,6 +16,7 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -190,15 +191,23 @@ def composite_rows(conn: psycopg.Connection, *, lexical_postings: WordPostingsCa
     Training calls this with ``row_limit=pool_size + lexical_pool_size`` to read the whole pool; recall
     with its k. ``lexical_pool_size=0`` gives the cosine-only pool (``lex`` is still computed). With
     ``lexical_postings`` (an enabled cache) and no ``as_of``, the BM25 top is found in this process from the
-    postings it holds (the same pairs, faster: retrieval/lexical_postings.py); otherwise by the statement.
+    postings it holds (the same pairs, faster: retrieval/lexical_postings.py), unless the caller found it
+    already (``lexical_pool_pairs``); otherwise by the statement.
     """
     parameters = composite_parameters(**arguments)
-    if (lexical_postings is not None and lexical_postings.enabled and parameters["lexical_pool_size"] > 0
-            and parameters["as_of"] is None):
+    if parameters["lexical_pool_pairs"] is None and held_pool_applies(
+            lexical_postings, parameters["lexical_pool_size"], parameters["as_of"]):
         parameters["lexical_pool_pairs"] = lexical_postings.pool_pairs(
             conn, user_id=parameters["user_id"], kg_id=parameters["kg_id"], query_text=parameters["query_text"],
             k=parameters["lexical_pool_size"])
     return conn.execute(load_sql("retrieval/composite_ranking"), parameters).fetchall()
+
+
+def held_pool_applies(lexical_postings: WordPostingsCache | None, lexical_pool_size: int,
+                      as_of: datetime | None) -> bool:
+    """Whether the lexical pool is found in this process, from ``lexical_postings`` (an enabled cache, a
+    lexical pool wanted, no ``as_of``: the postings held are the current ones), rather than by the statement."""
+    return lexical_postings is not None and lexical_postings.enabled and lexical_pool_size > 0 and as_of is None
 
 
 def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarray, query_text: str,
@@ -255,6 +264,10 @@ class Recaller:
     settings applied once per connection; recalls from several threads run at once), the ranker file
     (reloaded when it changes on disk) and the question-type classifier. Thread-safe."""
 
+    # The lexical pool found from the postings held while the query is embedded (False: after it, as the
+    # statement's parameters are bound; the recall benchmark compares the two).
+    find_lexical_pool_while_embedding: bool = True
+
     def __init__(self, database: Database, embedder: Embedder, *, ranker_path: Path | None = None,
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
@@ -279,6 +292,7 @@ class Recaller:
         self.pool_size, self.ef_search, self.hubs, self.graph = pool_size, ef_search, hubs, graph
         self.connections = connections
         self._pool: ConnectionPool | None = None
+        self._lexical_threads: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._ranker: RankerFile | None = None
         self._ranker_stamp: tuple[int, int] | None = None
@@ -335,8 +349,33 @@ class Recaller:
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
+            threads, self._lexical_threads = self._lexical_threads, None
+        if threads is not None:
+            threads.shutdown(wait=True)  # a pool being found still holds a connection: let it return it
         if pool is not None:
             pool.close()
+
+    def _start_lexical_pool(self, request) -> Future | None:
+        """Start finding the query's lexical pool from the postings held (retrieval/lexical_postings.py) on a
+        thread and a pooled connection of its own: it reads the query's words, not its vector, so it runs
+        while the query is embedded — a cold word's postings read from the database (a common word holds
+        tens of thousands) are then paid for inside the embedding's time, not after it."""
+        if not (self.find_lexical_pool_while_embedding
+                and held_pool_applies(self.lexical_postings, self.lexical_pool_size, request.as_of)):
+            return None
+        with self._lock:
+            if self._lexical_threads is None:
+                self._lexical_threads = ThreadPoolExecutor(max_workers=self.connections,
+                                                           thread_name_prefix="recall-lexical-pool")
+            threads = self._lexical_threads
+
+        def find() -> list[int]:
+            with self._session() as conn:
+                return self.lexical_postings.pool_pairs(conn, user_id=request.user_id, kg_id=request.kg_id,
+                                                        query_text=clean_text(request.query),
+                                                        k=self.lexical_pool_size)
+
+        return threads.submit(find)
 
     @contextmanager
     def _session(self) -> Iterator[psycopg.Connection]:
@@ -353,11 +392,16 @@ class Recaller:
             raise InvalidInputError("question_type", f"must be one of {list(QUESTION_TYPES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
+        lexical_pool = self._start_lexical_pool(request)
         query_embedding = self.embedder.embed([request.query])[0]
         timings["embed"] = (time.perf_counter() - started) * 1000
         query_time = request.as_of or datetime.now(UTC)
         ranker = self.ranker()
         pool_size = max(self.pool_size, request.k)
+        # Waited for before a connection is taken here: the thread finding it may need one of the pool's.
+        started = time.perf_counter()
+        lexical_pool_pairs = lexical_pool.result() if lexical_pool is not None else None
+        timings["lexical_pool_wait"] = (time.perf_counter() - started) * 1000
         with self._session() as conn:
             weights = COSINE_ONLY
             if ranker is not None:
@@ -376,7 +420,7 @@ class Recaller:
             rows = composite_rows(conn, lexical_postings=self.lexical_postings, user_id=request.user_id, kg_id=request.kg_id,
                                   query_embedding=query_embedding, query_text=request.query, weights=weights,
                                   pool_size=pool_size, lexical_pool_size=self.lexical_pool_size,
-                                  lexical_pruning=self.lexical_pruning,
+                                  lexical_pruning=self.lexical_pruning, lexical_pool_pairs=lexical_pool_pairs,
                                   row_limit=request.k, as_of=request.as_of, reference_time=query_time,
                                   session_id=request.session_id, hubs=self.hubs, graph=self.graph,
                                   remember_query=remember_query and request.as_of is None)
