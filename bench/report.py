@@ -75,7 +75,15 @@ def recall_rows(r: dict) -> Rows:
             f"{r['mid_user']['pairs']:,} pairs: p50 {r['mid_user']['served']['p50_ms']} ms, p99 {r['mid_user']['served']['p99_ms']} ms "
             f"({r['mid_user']['ratio_served_to_heavy_served_p50']}× the heavy user's served); its exact scan alone "
             f"{r['mid_user']['exact_scan']['ms']} ms, {r['mid_user']['exact_scan']['buffers_per_pair']} buffers a pair")]
-          if "mid_user" in r else [])]
+          if "mid_user" in r else []),
+        *[("recall() end to end (question embedded, profile, model, served statement): the lexical pool found "
+            "while the question is embedded / after it",
+            f"p50 {e2e['while_embedding']['p50_ms']} / {e2e['after_embedding']['p50_ms']} ms "
+            f"(×{e2e['ratio_while_to_after_p50']}), p99 {e2e['while_embedding']['p99_ms']} / "
+            f"{e2e['after_embedding']['p99_ms']} ms; its wait after the embedding p50 "
+            f"{e2e['lexical_pool_wait_after_embedding_ms']['p50_ms']} ms, p99 "
+            f"{e2e['lexical_pool_wait_after_embedding_ms']['p99_ms']} ms")
+          for e2e in [r.get("recall_end_to_end")] if e2e]]
 
 
 def longmemeval_rows(r: dict) -> Rows:
