@@ -355,7 +355,7 @@ class Recaller:
         if pool is not None:
             pool.close()
 
-    def _start_lexical_pool(self, request) -> Future | None:
+    def _start_lexical_pool(self, request: RecallRequest) -> Future | None:
         """Start finding the query's lexical pool from the postings held (retrieval/lexical_postings.py) on a
         thread and a pooled connection of its own: it reads the query's words, not its vector, so it runs
         while the query is embedded — a cold word's postings read from the database (a common word holds
@@ -363,11 +363,6 @@ class Recaller:
         if not (self.find_lexical_pool_while_embedding
                 and held_pool_applies(self.lexical_postings, self.lexical_pool_size, request.as_of)):
             return None
-        with self._lock:
-            if self._lexical_threads is None:
-                self._lexical_threads = ThreadPoolExecutor(max_workers=self.connections,
-                                                           thread_name_prefix="recall-lexical-pool")
-            threads = self._lexical_threads
 
         def find() -> list[int]:
             with self._session() as conn:
@@ -375,7 +370,11 @@ class Recaller:
                                                         query_text=clean_text(request.query),
                                                         k=self.lexical_pool_size)
 
-        return threads.submit(find)
+        with self._lock:  # submitted under the lock: close() never shuts the threads down in between
+            if self._lexical_threads is None:
+                self._lexical_threads = ThreadPoolExecutor(max_workers=self.connections,
+                                                           thread_name_prefix="recall-lexical-pool")
+            return self._lexical_threads.submit(find)
 
     @contextmanager
     def _session(self) -> Iterator[psycopg.Connection]:
