@@ -26,7 +26,9 @@ no generic plans, synchronous_commit off), p50/p99 of wall time including the ro
 - hybrid + remember: as hybrid, also recording the last-query time;
 - served: as hybrid with the graph side recall() adds by default (DREAMING_RECALL_GRAPH_POOL_SIZE 20 pairs
   through the DREAMING_RECALL_GRAPH_SUBJECTS 10 subjects nearest the query and those whose name holds a
-  query word): the ranking statement every recall() runs.
+  query word): the ranking statement every recall() runs;
+- recall() end to end: Recaller.recall with a real MiniLM embedding of the question, its lexical pool found
+  while the question is embedded (the default) and after it, taking turns question by question.
 Also: the query plans (HNSW used? exact fallback executed?), the HNSW pool's recall of the exact top-50,
 a light user sharing the index (fallback path), a mid-sized user (--mid-pairs, 10,000) asked about the heavy
 user's topics, so its filtered HNSW scans come back short and its served statement scans its pairs exactly
