@@ -153,32 +153,30 @@ def test_recall_holds_postings_as_configured(database):
 
 
 class EmbedderWaitingForTheLexicalPool(HashEmbedder):
-    """Embeds a query only once the recaller's lexical pool for it has been found (or after 10 s): with the
-    pool found after the embedding, as before, every recall would wait out the timeout and say so."""
+    """Embeds a query only once the recaller's lexical pool for it has been found (``found``, or after 10 s,
+    counted): with the pool found after the embedding, as before, every recall would wait out the timeout."""
 
-    def __init__(self, recaller_of: dict):
+    def __init__(self, found: threading.Event):
         super().__init__()
-        self.recaller_of, self.waited_out = recaller_of, 0
+        self.found, self.waiting, self.waited_out = found, True, 0
 
     def embed(self, texts):
-        recaller = self.recaller_of.get("recaller")
-        if recaller is not None and recaller.find_lexical_pool_while_embedding:
-            found = recaller.lexical_postings.found
-            if not found.wait(timeout=10):
+        if self.waiting:
+            if not self.found.wait(timeout=10):
                 self.waited_out += 1
-            found.clear()
+            self.found.clear()
         return super().embed(texts)
 
 
 def test_recall_finds_the_lexical_pool_while_the_query_is_embedded(database):
     save(database, "gil", zipf_pairs(300, seed=8))
-    recaller_of: dict = {}
-    embedder = EmbedderWaitingForTheLexicalPool(recaller_of)
+    found = threading.Event()
+    embedder = EmbedderWaitingForTheLexicalPool(found)
     overlapped = Recaller.from_settings(database, embedder, DreamingSettings(recall_lexical_cache_mb=16))
     after = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=16))
     after.find_lexical_pool_while_embedding = False
     statement = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=0))
-    found, pool_pairs = threading.Event(), overlapped.lexical_postings.pool_pairs
+    pool_pairs = overlapped.lexical_postings.pool_pairs
     threads_finding: set[str] = set()
 
     def spied_pool_pairs(*args, **kwargs):
@@ -188,8 +186,6 @@ def test_recall_finds_the_lexical_pool_while_the_query_is_embedded(database):
         return pairs
 
     overlapped.lexical_postings.pool_pairs = spied_pool_pairs
-    overlapped.lexical_postings.found = found
-    recaller_of["recaller"] = overlapped
     try:
         for _ in range(2):  # from held postings, then from postings read by the first round
             for query in QUERIES:
@@ -203,7 +199,7 @@ def test_recall_finds_the_lexical_pool_while_the_query_is_embedded(database):
         assert threads_finding and all(name.startswith("recall-lexical-pool") for name in threads_finding)
         # As of a past time the statement finds the pool (the postings held are the current ones).
         found.clear()
-        overlapped.find_lexical_pool_while_embedding = False
+        embedder.waiting = False  # an as_of recall starts no thread: nothing would set `found`
         overlapped.recall("gil", QUERIES[0], k=10, as_of=EPOCH + timedelta(hours=100))
         assert not found.is_set()
     finally:
