@@ -102,6 +102,15 @@ def counted_statements() -> Iterator[Counter]:
         psycopg.Connection.transaction = transaction
 
 
+def embedded_admin_url(pgdata: Path) -> str:
+    """The ``postgres`` database's URL on a bench's embedded server in ``pgdata``, started as the product starts
+    it: with the settings' shared_buffers (DREAMING_EMBEDDED_SHARED_BUFFERS, default auto)."""
+    from dreaming_dagster.config.settings import DreamingSettings
+    from dreaming_dagster.storage import embedded
+
+    return embedded.embedded_url(pgdata, "postgres", shared_buffers=DreamingSettings().embedded_shared_buffers)
+
+
 @contextmanager
 def stopped_on_exit(pgdata: Path) -> Iterator[None]:
     """Stop the embedded server in ``pgdata`` (if one runs) on leaving: a bench's temporary directory must

@@ -19,7 +19,13 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ORACLE, RESULTS, machine, stopped_on_exit  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    RESULTS,
+    embedded_admin_url,
+    machine,
+    stopped_on_exit,
+)
 
 from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
 from dreaming_dagster.consolidation.providers import OfflineConsolidator
@@ -47,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     embedder = LocalMiniLMEmbedder()
     with tempfile.TemporaryDirectory(prefix="dd-compact-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        database = Database(embedded.scratch_database_url(embedded.embedded_url(Path(tmp) / "pgdata", "postgres"),
+        database = Database(embedded.scratch_database_url(embedded_admin_url(Path(tmp) / "pgdata"),
                                                           "compact"))
         manifest = load_benchmark_memory(database, embedder, KeyphraseExtractor(), OfflineRefiner(), args.dataset,
                                          mode="one-user", user_prefix="old", limit=args.questions)

@@ -33,6 +33,7 @@ from common import (  # first: puts the project on the import path
     ORACLE,
     ROOT,
     counted_statements,
+    embedded_admin_url,
     machine,
     percentile,
     stopped_on_exit,
@@ -99,7 +100,7 @@ def main() -> None:
         return sync_user(user, database=db, embedder=model, extractor=extractor, refiner=refiner)
 
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        admin_url = embedded_admin_url(Path(tmp) / "pgdata")
         database = Database(embedded.scratch_database_url(admin_url, "bench"),
                             pool_size=DreamingSettings().database_connections)
 

@@ -28,7 +28,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from common import ORACLE, RESULTS, machine, stopped_on_exit  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    RESULTS,
+    embedded_admin_url,
+    machine,
+    stopped_on_exit,
+)
 
 from dreaming_dagster.demo import build_demo_users
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
@@ -153,7 +159,7 @@ def main() -> None:
     embedder = LocalMiniLMEmbedder()
     graph = GraphSide()
     with tempfile.TemporaryDirectory(prefix="dd-graph-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        admin = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        admin = embedded_admin_url(Path(tmp) / "pgdata")
         first = Database(embedded.scratch_database_url(admin, "graph"))
         started = time.perf_counter()
         manifest = load_benchmark_memory(first, embedder, OfflineExtractor(), OfflineRefiner(), args.dataset,

@@ -20,7 +20,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ORACLE, ROOT, machine, stopped_on_exit  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    ROOT,
+    embedded_admin_url,
+    machine,
+    stopped_on_exit,
+)
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -81,7 +87,7 @@ def main() -> None:
 
     runs = []
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        admin_url = embedded_admin_url(Path(tmp) / "pgdata")
         with Progress(console=console) as progress:
             task = progress.add_task(f"{args.runs} runs × {len(pairs)} pairs", total=args.runs * 3)
             for _ in range(args.runs):

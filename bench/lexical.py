@@ -25,7 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from common import ORACLE, RESULTS, machine, stopped_on_exit  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    RESULTS,
+    embedded_admin_url,
+    machine,
+    stopped_on_exit,
+)
 from tqdm import tqdm
 
 from dreaming_dagster.embeddings import EmbeddingSpec
@@ -97,7 +103,7 @@ def main() -> None:
     dataset = ORACLE
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dd-lex-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        database = Database(embedded.scratch_database_url(embedded.embedded_url(Path(tmp) / "pgdata", "postgres"), "lex"))
+        database = Database(embedded.scratch_database_url(embedded_admin_url(Path(tmp) / "pgdata"), "lex"))
         questions, batch = [], []
         for raw, question in iter_questions(dataset, args.limit_questions):
             questions.append(question)

@@ -20,7 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-from common import ORACLE, ROOT, machine, stopped_on_exit  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ORACLE,
+    ROOT,
+    embedded_admin_url,
+    machine,
+    stopped_on_exit,
+)
 
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
@@ -70,7 +76,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="dd-lme-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         data_dir = Path(tmp)
-        url = embedded.scratch_database_url(embedded.embedded_url(data_dir / "pgdata", "postgres"), "lme")
+        url = embedded.scratch_database_url(embedded_admin_url(data_dir / "pgdata"), "lme")
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, data_dir=str(data_dir)),
                      "embedder": EmbedderResource(), "llm": LLMResource(),
                      "dreaming_policy": DreamingPolicyResource()}

@@ -12,8 +12,9 @@ Texts are real: each pair's messages are a LongMemEval oracle pair drawn at rand
 lexical index then has the oracle's vocabulary, ~18 times over), and each query's text is an oracle
 question, so the lexical side scans realistic postings.
 
-Measured in one run, per query in random order on one connection (recall's settings: hnsw.ef_search 200,
-no generic plans, synchronous_commit off), p50/p99 of wall time including the round trip:
+Measured in one run, per query in random order on one connection opened as recall opens it (hnsw.ef_search
+200, statements prepared and planned with each call's parameters, synchronous_commit off), p50/p99 of wall time
+including the round trip:
 - plain: ``retrieval/plain_top_k`` (top-50 by cosine through the HNSW index, nothing else);
 - composite: ``retrieval/composite_ranking`` with a cosine-only pool (lexical_pool_size 0), v3-shaped
   weights, top 10 (read-only);
@@ -24,11 +25,17 @@ no generic plans, synchronous_commit off), p50/p99 of wall time including the ro
   0, and every recall ``as_of`` a time); the rows of the two are compared query by query;
 - hybrid, cold cache: as hybrid, from an empty cache (a process's first recall with these words);
 - hybrid + remember: as hybrid, also recording the last-query time;
+- composite and hybrid as before stop 41: the same calls with the whole statement (its own lexical search in
+  it, unused when the pool is supplied) on a connection that prepares nothing; same rows asserted;
 - served: as hybrid with the graph side recall() adds by default (DREAMING_RECALL_GRAPH_POOL_SIZE 20 pairs
   through the DREAMING_RECALL_GRAPH_SUBJECTS 10 subjects nearest the query and those whose name holds a
   query word): the ranking statement every recall() runs;
 - recall() end to end: Recaller.recall with a real MiniLM embedding of the question, its lexical pool found
-  while the question is embedded (the default) and after it, taking turns question by question.
+  while the question is embedded (the default) and after it, taking turns question by question;
+- the server's shared_buffers: the composite and hybrid statements again, in child processes that each start
+  the server from the same data directory, with Postgres's default 128MB and with the embedded server's default
+  (DREAMING_EMBEDDED_SHARED_BUFFERS auto), taking turns round by round (--shared-buffers-rounds), each round
+  warmed by one pass over the queries before the pass it times.
 Also: the query plans (HNSW used? exact fallback executed?), the HNSW pool's recall of the exact top-50,
 a light user sharing the index (fallback path), a mid-sized user (--mid-pairs, 10,000) asked about the heavy
 user's topics, so its filtered HNSW scans come back short and its served statement scans its pairs exactly
@@ -54,6 +61,7 @@ import torch
 from common import (  # first: puts the project on the import path
     ORACLE,
     ROOT,
+    embedded_admin_url,
     machine,
     percentile,
     stopped_on_exit,
@@ -86,6 +94,7 @@ from dreaming_dagster.retrieval.recaller import (
     Recaller,
     composite_parameters,
     composite_rows,
+    open_recall_connection,
 )
 from dreaming_dagster.retrieval.synthetic import DIMENSION, load_user, queries_around
 from dreaming_dagster.sql import load_sql
@@ -177,7 +186,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "recall.json")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the embedded server's data here (to inspect plans afterwards)")
+    parser.add_argument("--shared-buffers-rounds", type=int, default=2,
+                        help="rounds of the shared_buffers comparison (each: one process per setting)")
+    parser.add_argument("--shared-buffers-round", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.shared_buffers_round:
+        shared_buffers_round(args.shared_buffers_round)
+        return
     rng = np.random.default_rng(args.seed)
     random.seed(args.seed)
     results: dict = {"command": "bench/recall.py " + " ".join(sys.argv[1:]),
@@ -196,8 +211,10 @@ def main() -> None:
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             tmp = str(args.keep)
-        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        admin_url = embedded_admin_url(Path(tmp) / "pgdata")
         database = Database(embedded.scratch_database_url(admin_url, "bench"))
+        with psycopg.connect(admin_url) as admin:
+            results["data"]["shared_buffers"] = admin.execute("SHOW shared_buffers").fetchone()[0]
         database.ensure_schema(LocalMiniLMEmbedder.spec)
         total_pairs = args.pairs + 200 * args.light_users + args.mid_pairs
         started = time.perf_counter()
@@ -227,9 +244,10 @@ def main() -> None:
                             "lexical_index_parts_bytes": sizes["lexical_parts"],
                             "load_seconds": round(load_s, 1), "hnsw_build_seconds": round(index_s, 1)}
 
-        conn = psycopg.connect(database.url, autocommit=True, row_factory=dict_row, prepare_threshold=None)
-        register_vector(conn)
-        conn.execute(load_sql("retrieval/connection_settings"), {"ef_search": str(args.ef_search)})
+        # Connections as recall opens them (prepared statements, each call planned with its parameters), and
+        # one as before stop 41 (nothing prepared) for the series that run the statement the old way.
+        conn = open_recall_connection(database, args.ef_search)
+        unprepared = open_recall_connection(database, args.ef_search, prepared_statements=False)
         torch.manual_seed(args.seed)
         model_path = save_ranker(CompositeRanker(DIMENSION, 8), Path(tmp) / "v3.safetensors",
                                  embedding_model=LocalMiniLMEmbedder.spec.model)
@@ -255,8 +273,22 @@ def main() -> None:
                                   lexical_pool_size=lexical_pool_size, row_limit=10, remember_query=remember,
                                   graph=graph)
 
+        whole_statement = load_sql("retrieval/composite_ranking")
+
+        def as_before(q, text, lexical_pool_size=0):
+            """The statement as recall ran it before stop 41: whole (its own lexical search left in, unused
+            with a supplied pool), on a connection that prepares nothing."""
+            parameters = composite_parameters(user_id="heavy", kg_id="default", query_embedding=q, query_text=text,
+                                              weights=weights, pool_size=args.pool_size,
+                                              lexical_pool_size=lexical_pool_size, row_limit=10)
+            if lexical_pool_size:
+                parameters["lexical_pool_pairs"] = postings.pool_pairs(unprepared, user_id="heavy", kg_id="default",
+                                                                       query_text=parameters["query_text"],
+                                                                       k=lexical_pool_size)
+            return unprepared.execute(whole_statement, parameters).fetchall()
+
         series = {"plain": [], "composite": [], "hybrid": [], "hybrid_statement_pool": [], "hybrid_cold_cache": [],
-                  "hybrid_remember": [], "served": []}
+                  "hybrid_remember": [], "served": [], "composite_as_before": [], "hybrid_as_before": []}
         calls = {"plain": lambda q, text: plain(q), "composite": composite,
                  "hybrid": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings),
                  "hybrid_statement_pool": lambda q, text: composite(q, text, args.lexical_pool_size),
@@ -266,8 +298,10 @@ def main() -> None:
                  "hybrid_remember": lambda q, text: composite(q, text, args.lexical_pool_size, remember=True,
                                                               cache=postings),
                  "served": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings,
-                                                     graph=DEFAULT_GRAPH_SIDE)}
-        same_rows = 0
+                                                     graph=DEFAULT_GRAPH_SIDE),
+                 "composite_as_before": as_before,
+                 "hybrid_as_before": lambda q, text: as_before(q, text, args.lexical_pool_size)}
+        same_rows, same_as_before = 0, {"hybrid": 0, "composite": 0}
         for i, (q, text) in enumerate(tqdm(list(zip(queries, query_texts, strict=True)), desc="side-by-side queries")):
             order = list(calls)
             random.shuffle(order)
@@ -282,13 +316,20 @@ def main() -> None:
             # Pairs, order and BM25 (scores move with the clock: rec_exp is computed at each call's now).
             same_rows += [(r["id"], r["in_lexical_pool"], r["bm25"]) for r in got["hybrid"]] == [
                 (r["id"], r["in_lexical_pool"], r["bm25"]) for r in got["hybrid_statement_pool"]]
+            for now, before in (("hybrid", "hybrid_as_before"), ("composite", "composite_as_before")):
+                same_as_before[now] += [(r["id"], r["bm25"]) for r in got[now]] == [(r["id"], r["bm25"])
+                                                                                   for r in got[before]]
         latency = {name: summary(values) for name, values in series.items()}
         latency["hybrid_rows_equal_to_statement_pool"] = f"{same_rows}/{len(queries)}"
+        for name, count in same_as_before.items():
+            latency[f"{name}_rows_equal_as_before"] = f"{count}/{len(queries)}"
         latency["postings_held_mb"] = round(postings.held_bytes / 2**20, 1)
         latency["postings_blocks_read"] = postings.fetched_blocks
         for numerator, denominator in (("hybrid", "composite"), ("hybrid_statement_pool", "composite"),
                                        ("hybrid_cold_cache", "composite"), ("composite", "plain"),
-                                       ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite")):
+                                       ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite"),
+                                       ("hybrid", "hybrid_as_before"), ("composite", "composite_as_before"),
+                                       ("hybrid_as_before", "composite_as_before")):
             for stat in ("p50", "p99"):
                 latency[f"ratio_{numerator}_to_{denominator}_{stat}"] = round(
                     latency[numerator][f"{stat}_ms"] / latency[denominator][f"{stat}_ms"], 2)
@@ -488,6 +529,18 @@ def main() -> None:
                     "the lexical pool found from held postings on a thread while the question is embedded, "
                     "or after it (Recaller.find_lexical_pool_while_embedding); same rankings asserted"}
         conn.close()
+        unprepared.close()
+
+        # The server's shared_buffers, side by side: every round starts the server anew in a child process
+        # (a setting of the postmaster's), so this process lets go of it first.
+        embedded.stop(Path(tmp) / "pgdata")
+        round_input = Path(tmp) / "shared_buffers_round.json"
+        round_input.write_text(json.dumps({
+            "pgdata": str(Path(tmp) / "pgdata"), "database": psycopg.conninfo.conninfo_to_dict(database.url)["dbname"],
+            "queries": [q.tolist() for q in queries], "texts": query_texts, "weights": list(weights.weights),
+            "scale": weights.scale, "pool_size": args.pool_size, "lexical_pool_size": args.lexical_pool_size,
+            "ef_search": args.ef_search, "seed": args.seed}))
+        results["shared_buffers"] = compare_shared_buffers(round_input, args.shared_buffers_rounds)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
@@ -502,6 +555,75 @@ def main() -> None:
           f"served (with the graph side) p50 {lat['served']['p50_ms']} ms p99 {lat['served']['p99_ms']} · "
           f"recall() end to end p50 {results['recall_end_to_end']['while_embedding']['p50_ms']} ms with the lexical "
           f"pool found while embedding vs {results['recall_end_to_end']['after_embedding']['p50_ms']} ms after")
+    print("shared_buffers:", json.dumps(results["shared_buffers"], indent=2))
+
+
+SHARED_BUFFERS_COMPARED = {"postgres_default": "128MB", "embedded_default": "auto"}
+
+
+def compare_shared_buffers(round_input: Path, rounds: int) -> dict:
+    """The composite and hybrid statements under each of SHARED_BUFFERS_COMPARED, a child process a setting
+    and round, the settings taking turns (the order flips every round)."""
+    import os
+    import subprocess
+
+    samples: dict[str, dict[str, list[float]]] = {name: {"composite": [], "hybrid": []}
+                                                  for name in SHARED_BUFFERS_COMPARED}
+    seen: dict[str, str] = {}
+    names = list(SHARED_BUFFERS_COMPARED)
+    for round_number in tqdm(range(rounds), desc="shared_buffers rounds"):
+        for name in names if round_number % 2 == 0 else names[::-1]:
+            env = os.environ | {"DREAMING_EMBEDDED_SHARED_BUFFERS": SHARED_BUFFERS_COMPARED[name]}
+            done = subprocess.run([sys.executable, __file__, "--shared-buffers-round", str(round_input)], env=env,
+                                  capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"shared_buffers round ({name}) failed:\n{done.stderr[-4000:]}")
+            measured = json.loads(done.stdout.strip().splitlines()[-1])
+            seen[name] = measured["shared_buffers"]
+            for series in ("composite", "hybrid"):
+                samples[name][series] += measured[series]
+    out: dict = {"rounds": rounds, "note": "each round a child process per setting starts the server from the "
+                 "bench's data directory, warms with one pass over the queries, then times a second pass, the "
+                 "composite and hybrid statements taking turns query by query"}
+    for name in names:
+        out[name] = {"shared_buffers": seen[name], **{series: summary(values)
+                                                      for series, values in samples[name].items()}}
+    for series in ("composite", "hybrid"):
+        for stat in ("p50", "p99"):
+            out[f"ratio_embedded_to_postgres_default_{series}_{stat}"] = round(
+                out["embedded_default"][series][f"{stat}_ms"] / out["postgres_default"][series][f"{stat}_ms"], 3)
+    return out
+
+
+def shared_buffers_round(round_input: Path) -> None:
+    """One round of compare_shared_buffers, in its own process: start the server (with this process's
+    DREAMING_EMBEDDED_SHARED_BUFFERS), time the statements, stop it, print the timings as JSON."""
+    spec = json.loads(round_input.read_text())
+    pgdata = Path(spec["pgdata"])
+    admin_url = embedded_admin_url(pgdata)
+    url = admin_url.replace("/postgres?", f"/{spec['database']}?", 1)
+    weights = SignalWeights(spec["weights"], spec["scale"], "v3 (random init)")
+    queries = [np.asarray(q, np.float32) for q in spec["queries"]]
+    random.seed(spec["seed"])
+    try:
+        with open_recall_connection(Database(url), spec["ef_search"]) as conn:
+            postings = WordPostingsCache(DreamingSettings().recall_lexical_cache_mb * 2**20)
+            timings: dict[str, list[float]] = {"composite": [], "hybrid": []}
+            for timed_pass in (False, True):
+                for q, text in zip(queries, spec["texts"], strict=True):
+                    for name in random.sample(list(timings), 2):
+                        started = time.perf_counter()
+                        composite_rows(conn, lexical_postings=postings, user_id="heavy", kg_id="default",
+                                       query_embedding=q, query_text=text, weights=weights,
+                                       pool_size=spec["pool_size"],
+                                       lexical_pool_size=spec["lexical_pool_size"] if name == "hybrid" else 0,
+                                       row_limit=10)
+                        if timed_pass:
+                            timings[name].append((time.perf_counter() - started) * 1000)
+            shown = conn.execute("SHOW shared_buffers").fetchone()["shared_buffers"]
+    finally:
+        embedded.stop(pgdata)  # the next round starts it with its own setting
+    print(json.dumps({"shared_buffers": shown, **timings}))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from common import (  # first: puts the project on the import path
     ORACLE,
     RESULTS,
     ROOT,
+    embedded_admin_url,
     machine,
     stopped_on_exit,
 )
@@ -142,7 +143,7 @@ def main() -> None:
         return sync_user(user, database=db, embedder=embedder, extractor=OfflineExtractor(), refiner=OfflineRefiner())
 
     with tempfile.TemporaryDirectory(prefix="dd-rel-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        admin_url = embedded_admin_url(Path(tmp) / "pgdata")
         url = embedded.scratch_database_url(admin_url, "reliability")
         database = Database(url)
         users = [f"user-{i}" for i in range(args.users)]

@@ -21,7 +21,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-from common import ROOT, machine, stopped_on_exit  # first: puts the project on the import path
+from common import (  # first: puts the project on the import path
+    ROOT,
+    embedded_admin_url,
+    machine,
+    stopped_on_exit,
+)
 
 from dreaming_dagster.defs.pipeline.sensors import pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
@@ -50,7 +55,7 @@ def main() -> None:
     pending_every = max(1, round(1 / args.pending_share))
 
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        admin_url = embedded_admin_url(Path(tmp) / "pgdata")
         url = embedded.scratch_database_url(admin_url, "bench")
         database = Database(url)
         database.ensure_schema(LocalMiniLMEmbedder.spec)

@@ -43,6 +43,7 @@ import torch
 from common import (  # first: puts the project on the import path
     ORACLE,
     RESULTS,
+    embedded_admin_url,
     machine,
     percentile,
     stopped_on_exit,
@@ -196,7 +197,7 @@ def main() -> None:
                      "machine": machine() | {"torch": torch.__version__}, "mix": f"{RECALL_SHARE:.0%} recall, "
                      f"{1 - RECALL_SHARE:.0%} save of one pair", "seconds_per_cell": args.seconds, "cells": {}}
     with tempfile.TemporaryDirectory(prefix="dd-serve-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        admin = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        admin = embedded_admin_url(Path(tmp) / "pgdata")
         url = embedded.scratch_database_url(admin, "serve")
         settings = DreamingSettings(database_url=url, data_dir=Path(tmp))
         Database(url).ensure_schema(LocalMiniLMEmbedder.spec)

@@ -30,6 +30,7 @@ from common import (  # first: puts the project on the import path
     ORACLE,
     ROOT,
     counted_statements,
+    embedded_admin_url,
     machine,
     stopped_on_exit,
 )
@@ -107,7 +108,7 @@ def main() -> None:
     for name, owner in (("analyse", extractor), ("embed", embedder)):
         setattr(owner, name, timed_anywhere(getattr(owner, name), ran, name))
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        admin_url = embedded.embedded_url(Path(tmp) / "pgdata", "postgres")
+        admin_url = embedded_admin_url(Path(tmp) / "pgdata")
         database = Database(embedded.scratch_database_url(admin_url, "bench"))
         save_pairs("bench", records, database=database, embedder=embedder)
         profiler = cProfile.Profile()

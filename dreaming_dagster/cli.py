@@ -13,10 +13,12 @@ from pathlib import Path
 
 import click
 import psycopg
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
+from dreaming_dagster.config.settings import DreamingSettings, describe_settings_error
 from dreaming_dagster.ingest.readers import (
     LineRecord,
     read_jsonl,
@@ -123,7 +125,19 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-@click.group()
+class _DreamingGroup(click.Group):
+    """The command group: a bad DREAMING_* variable is an error naming it, not a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ValidationError as error:
+            if error.title != DreamingSettings.__name__:
+                raise
+            _fail(describe_settings_error(error))
+
+
+@click.group(cls=_DreamingGroup)
 def main() -> None:
     """dreaming: background memory consolidation for AI companions, on Dagster + Postgres/pgvector."""
 

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from dreaming_dagster.storage.embedded import resolved_shared_buffers
 from tests.bench_smoke import run_bench
 from tests.conftest import ORACLE
 
 pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
 
 
+def megabytes(size: str) -> float:
+    """A size as Postgres shows it (SHOW shared_buffers: 128MB, 6GB)."""
+    number, unit = re.fullmatch(r"(\d+)(kB|MB|GB|TB)", size).groups()
+    return int(number) * {"kB": 1 / 1024, "MB": 1, "GB": 1024, "TB": 2**20}[unit]
+
+
 def test_recall_bench(tmp_path):
     result = run_bench("recall", "--pairs", "1500", "--subjects", "300", "--topics", "20", "--light-users", "3",
-                       "--mid-pairs", "400", "--queries", "15", out=tmp_path / "r.json")
+                       "--mid-pairs", "400", "--queries", "15", "--shared-buffers-rounds", "1", out=tmp_path / "r.json")
     latency = result["latency_heavy_user"]
     assert result["data"]["heavy_user_postings"] > 0 and latency["hybrid"] and latency["hybrid_statement_pool"]
     # The pool found in the process and the statement's own draw the same rows, query by query.
     assert latency["hybrid_rows_equal_to_statement_pool"] == "25/25" and latency["postings_blocks_read"] > 0
+    # The statement as recall runs it now (without its own lexical search when it needs none, prepared) draws
+    # the same rows as the whole statement unprepared.
+    assert latency["hybrid_rows_equal_as_before"] == latency["composite_rows_equal_as_before"] == "25/25"
+    assert latency["hybrid_as_before"]["n"] == latency["composite_as_before"]["n"] == 15
     # The served statement (with the graph side) ran every query, its subjects read through their indexes.
     assert latency["served"]["n"] == latency["hybrid"]["n"] == 15
     assert {"subjects_embedding_hnsw_idx", "subjects_name_words_idx"} <= set(result["plan_heavy_user_served"]["indexes"])
@@ -30,6 +43,15 @@ def test_recall_bench(tmp_path):
     end_to_end = result["recall_end_to_end"]
     assert end_to_end["while_embedding"]["n"] == end_to_end["after_embedding"]["n"] == 15
     assert end_to_end["lexical_pool_wait_after_embedding_ms"]["n"] == 15
+    # The bench's server ran with the embedded default; the comparison's rounds each started it with their own
+    # setting and timed every query.
+    auto = megabytes(resolved_shared_buffers("auto"))
+    assert megabytes(result["data"]["shared_buffers"]) == auto
+    compared = result["shared_buffers"]
+    assert megabytes(compared["postgres_default"]["shared_buffers"]) == 128
+    assert megabytes(compared["embedded_default"]["shared_buffers"]) == auto
+    assert all(compared[name][series]["n"] == 25 for name in ("postgres_default", "embedded_default")
+               for series in ("composite", "hybrid"))
 
 
 def test_lexical_bench(tmp_path):

@@ -1,5 +1,5 @@
 """The embedded server's lifecycle: shared while any process uses it, stopped when the last one exits,
-even when processes die by signal."""
+even when processes die by signal; started with the settings of the process that starts it."""
 
 import json
 import os
@@ -9,9 +9,18 @@ import sys
 import time
 from pathlib import Path
 
+from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.embedded import HANDLE_LIST, _forget_dead_handles
 
 BIN = Path(sys.executable).parent
+
+
+def clean_env(data_dir: Path, **settings: str) -> dict[str, str]:
+    """This environment without any DREAMING_ setting or Dagster home: ``data_dir`` and ``settings`` only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_") and k != "DAGSTER_HOME"}
+    env["DREAMING_DATA_DIR"] = str(data_dir)
+    env |= {f"DREAMING_{name.upper()}": value for name, value in settings.items()}
+    return env
 
 
 def dead_pid() -> int:
@@ -36,8 +45,7 @@ def wait_for(predicate, timeout_s: float = 60) -> bool:
 
 
 def test_exec_killed_by_sigterm_leaves_no_server(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_") and k != "DAGSTER_HOME"}
-    env["DREAMING_DATA_DIR"] = str(tmp_path / "d")
+    env = clean_env(tmp_path / "d")
     postmaster = tmp_path / "d" / "pgdata" / "postmaster.pid"
     process = subprocess.Popen([str(BIN / "dreaming"), "exec", "--", "sleep", "60"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -56,8 +64,7 @@ def test_exec_gives_its_command_default_interrupt_handling(tmp_path):
     """Started as a script's background job (SIGINT ignored), `dreaming exec` still starts its command with
     SIGINT and SIGTERM at their defaults: Dagster's processes map SIGTERM to SIGINT's handler, so a `dg
     dev` that inherited the ignore could not be stopped."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_") and k != "DAGSTER_HOME"}
-    env["DREAMING_DATA_DIR"] = str(tmp_path / "d")
+    env = clean_env(tmp_path / "d")
     report = ("import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, "
               "signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)")
     for _ in range(2):
@@ -72,3 +79,56 @@ def _child_sleep_running(parent_pid: int) -> bool:
     import psutil
 
     return any(child.name() == "sleep" for child in psutil.Process(parent_pid).children())
+
+
+SHOW_SHARED_BUFFERS = """
+import psycopg
+from dreaming_dagster.config.runtime import default_database
+with psycopg.connect(default_database().url) as conn:
+    print(conn.execute("SHOW shared_buffers").fetchone()[0])
+"""
+
+
+def shared_buffers_seen_by_a_new_process(data_dir: Path, shared_buffers: str) -> str:
+    done = subprocess.run([sys.executable, "-c", SHOW_SHARED_BUFFERS], env=clean_env(data_dir, embedded_shared_buffers=shared_buffers),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_process_starting_the_server_sets_its_shared_buffers(tmp_path):
+    # Nobody holds the server between these processes, so each starts it: the first after initdb, the second
+    # from the data directory the first left.
+    assert shared_buffers_seen_by_a_new_process(tmp_path, "160MB") == "160MB"
+    assert shared_buffers_seen_by_a_new_process(tmp_path, "192MB") == "192MB"
+    assert not (tmp_path / "pgdata" / "postmaster.pid").exists(), "the last process left the server running"
+    conf = (tmp_path / "pgdata" / "postgresql.conf").read_text()
+    assert conf.count(f"include_if_exists = '{embedded.SERVER_SETTINGS_FILE}'") == 1
+
+
+def test_a_running_server_keeps_the_settings_it_started_with(tmp_path):
+    pgdata = tmp_path / "pgdata"
+    embedded.embedded_url(pgdata, "postgres", shared_buffers="176MB")  # this process holds the server
+    try:
+        assert shared_buffers_seen_by_a_new_process(tmp_path, "208MB") == "176MB"
+        assert "shared_buffers = '176MB'" in (pgdata / embedded.SERVER_SETTINGS_FILE).read_text()
+    finally:
+        embedded.stop(pgdata)
+
+
+def test_auto_shared_buffers_is_a_quarter_of_memory_within_bounds(monkeypatch):
+    assert embedded.machine_memory_bytes() > 2**27
+    for memory, expected in [(24 * 2**30, "6144MB"), (256 * 2**20, "128MB"), (2**40, "8192MB")]:
+        monkeypatch.setattr(embedded, "machine_memory_bytes", lambda memory=memory: memory)
+        assert embedded.resolved_shared_buffers("auto") == expected
+    assert embedded.resolved_shared_buffers("2GB") == "2GB"
+
+
+def test_a_bad_shared_buffers_is_refused_naming_the_variable(tmp_path):
+    for bad in ["lots", "0", "2 GB", "-1MB"]:
+        done = subprocess.run([str(BIN / "dreaming"), "stats", "--user", "u1"], capture_output=True, text=True,
+                              env=clean_env(tmp_path / "d", embedded_shared_buffers=bad), timeout=120)
+        assert done.returncode == 2, (bad, done.stdout, done.stderr)
+        assert f"DREAMING_EMBEDDED_SHARED_BUFFERS={bad!r}" in done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "d").exists(), "a refused setting still started a server"

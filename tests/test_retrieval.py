@@ -433,3 +433,79 @@ def test_the_profile_is_cached_by_dreaming_and_live_before_it(database, memory):
     assert live.session_pair_count == 10
     assert stale.subject_count == cached.subject_count  # until the next dreaming run refreshes it
     assert historical.memory_count == sum(1 for p in memory_alice.pairs if p.occurred_at < EPOCH + timedelta(days=10))
+
+
+class _FixedQueryEmbedder:
+    """Embeds every text as ``query`` (the recall benchmark's synthetic vectors have no text)."""
+
+    def __init__(self, query):
+        from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+
+        self.spec, self.query = LocalMiniLMEmbedder.spec, query
+
+    def embed(self, texts):
+        return np.stack([self.query] * len(texts))
+
+
+def test_prepared_recall_statements_are_planned_for_each_call(indexed_memory):
+    """Recall prepares its statements, yet plans every call with its parameters: a generic plan, chosen after
+    five runs, would take one pool strategy (HNSW or the exact scan) for the large and the light users alike."""
+    from dreaming_dagster.retrieval.synthetic import queries_around
+
+    database, centres = indexed_memory
+    query = queries_around(np.random.default_rng(8), centres, 1)[0]
+    prepared = Recaller(database, _FixedQueryEmbedder(query), connections=1)
+    unprepared = Recaller(database, _FixedQueryEmbedder(query), connections=1, prepared_statements=False)
+    try:
+        for round_number in range(4):
+            for user_id in ("heavy", "light0", "light1"):
+                text = f"pair about anything {round_number}"
+                got = prepared.recall(user_id, text, k=10, remember_query=False)
+                expected = unprepared.recall(user_id, text, k=10, remember_query=False)
+                assert [m.pair_id for m in got] == [m.pair_id for m in expected] and len(got) == 10
+        with prepared._session() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone()["plan_cache_mode"] == "force_custom_plan"
+            # (this query is prepared too: without parameters, its one plan is a generic one)
+            ranking = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement "
+                                   "LIKE '%%vector_pool AS%%' AND statement NOT LIKE '%%pg_prepared_statements%%'"
+                                   ).fetchall()
+        assert ranking and sum(r["custom_plans"] for r in ranking) >= 12
+        assert all(r["generic_plans"] == 0 for r in ranking)
+        with unprepared._session() as conn:
+            assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()["count"] == 0
+    finally:
+        prepared.close()
+        unprepared.close()
+
+
+@pytest.mark.parametrize("lexical_pool_size", [0, 6])
+def test_the_statement_without_its_lexical_search_draws_the_same_rows(database, memory, lexical_pool_size):
+    """With the pool supplied (or none wanted) recall runs the statement without its statement_pool section:
+    the same rows and signals as the whole statement, which finds the pool itself."""
+    from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
+    from dreaming_dagster.retrieval.recaller import composite_statement
+    from dreaming_dagster.sql import load_sql
+
+    rng = np.random.default_rng(4)
+    with database.connect() as conn:
+        for query_text in QUERIES:
+            params = composite_parameters(user_id="alice", kg_id="default", query_embedding=rng.normal(size=8),
+                                          query_text=query_text, weights=COSINE_ONLY, pool_size=5,
+                                          lexical_pool_size=lexical_pool_size, row_limit=20, reference_time=NOW)
+            whole = conn.execute(load_sql("retrieval/composite_ranking"), params).fetchall()
+            assert composite_statement(params) != load_sql("retrieval/composite_ranking") or lexical_pool_size
+            if lexical_pool_size:
+                assert composite_statement(params) == load_sql("retrieval/composite_ranking")  # it finds the pool
+                params["lexical_pool_pairs"] = WordPostingsCache(2**20).pool_pairs(
+                    conn, user_id="alice", kg_id="default", query_text=params["query_text"], k=lexical_pool_size)
+            statement = composite_statement(params)
+            assert "word_bounds" not in statement and len(statement) < len(load_sql("retrieval/composite_ranking"))
+            assert conn.execute(statement, params).fetchall() == whole
+
+
+def test_recall_prepares_statements_unless_the_settings_say_not(database):
+    from dreaming_dagster.config.settings import DreamingSettings
+
+    assert Recaller.from_settings(database, HashEmbedder(), DreamingSettings()).prepared_statements
+    off = DreamingSettings(recall_prepared_statements=False)
+    assert not Recaller.from_settings(database, HashEmbedder(), off).prepared_statements

@@ -85,6 +85,7 @@ vector_pool AS (
      ORDER BY distance, id
      LIMIT %(pool_size)s)
 ),
+-- begin section statement_pool (left out when the caller supplies the pool or wants none: recaller.py)
 -- The lexical pool: the exact BM25 top lexical_pool_size (ties at the cut broken by id), reading only the
 -- postings that can matter (migration 0017's word blocks; a threshold algorithm over block bounds). A
 -- block's bound is the largest BM25 weight any of its postings can have under the current statistics
@@ -222,6 +223,7 @@ second_scores AS MATERIALIZED (
       AND NOT EXISTS (SELECT 1 FROM first_scores f WHERE f.pair_no = lc.pair_no)
       AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
 ),
+-- end section statement_pool
 -- Or the pairs the caller found (retrieval/lexical_postings.py: the exact top from postings held in the
 -- recall process), scored here exactly as the rounds above score theirs and cut the same way below. They
 -- come from the user's own words; the candidates' join with memory_pairs is scoped by user all the same.
@@ -236,8 +238,11 @@ lexical_supplied AS MATERIALIZED (
 ),
 lexical_pool AS MATERIALIZED (
     SELECT scored.id, scored.bm25
-    FROM (SELECT pair_id AS id, bm25 FROM first_scores UNION ALL SELECT pair_id, bm25 FROM second_scores
-          UNION ALL SELECT pair_id, bm25 FROM lexical_supplied) scored
+    FROM (SELECT pair_id AS id, bm25 FROM lexical_supplied
+          -- begin section statement_pool
+          UNION ALL SELECT pair_id, bm25 FROM first_scores UNION ALL SELECT pair_id, bm25 FROM second_scores
+          -- end section statement_pool
+         ) scored
     ORDER BY scored.bm25 DESC, scored.id
     LIMIT %(lexical_pool_size)s
 ),

@@ -29,7 +29,7 @@ def dagster_storage_url(settings: DreamingSettings) -> str:
             raise ValueError(f"cannot derive Dagster's storage URL from DREAMING_DATABASE_URL (not a "
                              f"postgresql:// URL); set {STORAGE_URL_VARIABLE}=postgresql+psycopg2://…")
         return f"postgresql+psycopg2://{rest}"
-    return embedded.dagster_storage_url(settings.pgdata_dir)
+    return embedded.dagster_storage_url(settings.pgdata_dir, shared_buffers=settings.embedded_shared_buffers)
 
 
 def configure_dagster_environment(settings: DreamingSettings) -> dict[str, str]:

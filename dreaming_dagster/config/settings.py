@@ -7,10 +7,11 @@ The CLI, the Python API and the Dagster resources all resolve their configuratio
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EmbeddingProviderName = Literal["local", "openai"]
@@ -27,6 +28,11 @@ class DreamingSettings(BaseSettings):
     process and reused."""
     data_dir: Path = Path(".dreaming")
     """Where the embedded Postgres keeps its data directory."""
+    embedded_shared_buffers: str = "auto"
+    """shared_buffers of the embedded server, set when a process starts it (e.g. 2GB; a bare number counts 8 kB
+    pages, as Postgres does). auto = a quarter of the machine's memory (or of the container's memory limit),
+    between 128MB and 8GB: recall's HNSW scans read a few thousand index pages, ~2× slower when they have to be
+    copied in from the operating system's cache"""
     dagster_storage_url: str | None = None
     """Dagster's own storage (postgresql+psycopg2://…). Unset: derived from the dreaming database (the embedded
     server's dagster database, or DREAMING_DATABASE_URL's server)."""
@@ -124,6 +130,10 @@ class DreamingSettings(BaseSettings):
     """database connections recall keeps in its pool (recalls from that many threads run at once)"""
     recall_ef_search: int = Field(default=200, ge=1, le=1000)
     """hnsw.ef_search of recall connections (raised to the pool size)"""
+    recall_prepared_statements: bool = True
+    """recall's connections prepare their statements (Postgres parses the ranking statement once a connection,
+    still planning every call with its own parameters); false behind a pooler that cannot keep prepared statements
+    (PgBouncer in transaction mode before 1.21)"""
 
     # --- the service (dreaming serve, dreaming mcp) ---------------------------------------------------
     serve_host: str = "127.0.0.1"
@@ -160,6 +170,13 @@ class DreamingSettings(BaseSettings):
             return None
         return value
 
+    @field_validator("embedded_shared_buffers")
+    @classmethod
+    def _postgres_memory_size(cls, value: str) -> str:
+        if not re.fullmatch(r"auto|[1-9][0-9]*(kB|MB|GB|TB)?", value):
+            raise ValueError("must be auto or a Postgres memory size such as 512MB or 2GB")
+        return value
+
     @property
     def resolved_llm_provider(self) -> str:
         return self.llm_provider or ("openai" if self.llm_model else "offline")
@@ -182,6 +199,15 @@ class DreamingSettings(BaseSettings):
     @property
     def pgdata_dir(self) -> Path:
         return (self.data_dir / "pgdata").resolve()
+
+
+def describe_settings_error(error: ValidationError) -> str:
+    """A settings ValidationError as the variables a person sets: one line per bad variable and value."""
+    lines = []
+    for problem in error.errors():
+        variable = ENV_PREFIX + "_".join(str(part) for part in problem["loc"]).upper()
+        lines.append(f"{variable}={problem.get('input')!r}: {problem['msg'].removeprefix('Value error, ')}")
+    return "invalid setting" + ("s:\n  " if len(lines) > 1 else " ") + "\n  ".join(lines)
 
 
 # The declared defaults, without the environment: what a function's default argument may name, so a

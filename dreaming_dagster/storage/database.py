@@ -152,7 +152,8 @@ class Database:
     def from_settings(cls, settings: DreamingSettings, *, pool_size: int = 0) -> Database:
         if settings.database_url:
             return cls(settings.database_url, pool_size=pool_size)
-        return cls(embedded.embedded_url(settings.pgdata_dir), pool_size=pool_size)
+        return cls(embedded.embedded_url(settings.pgdata_dir, shared_buffers=settings.embedded_shared_buffers),
+                   pool_size=pool_size)
 
     def ensure_schema(self, spec: EmbeddingSpec) -> None:
         """Migrate once per process and check the embedder against the database's recorded model."""

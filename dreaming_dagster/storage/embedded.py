@@ -3,6 +3,10 @@
 The server runs from a data directory, listens only on a Unix socket inside it, and is started once per
 process and reused. pgserver keeps a list of the processes holding a handle: the last one to exit stops
 the server, so a Dagster run subprocess never stops the server the UI process is still using.
+
+The process that starts the server first writes its settings (``shared_buffers``) to ``dreaming.conf`` in
+the data directory, which ``postgresql.conf`` includes: a server another process already runs keeps the
+settings it started with. ``ALTER SYSTEM`` still wins (``postgresql.auto.conf`` is read last).
 """
 
 from __future__ import annotations
@@ -23,20 +27,80 @@ logger = logging.getLogger(__name__)
 APP_DATABASE = "dreaming"
 HANDLE_LIST = ".handle_pids.json"  # pgserver's list of the processes using the server
 DAGSTER_DATABASE = "dagster"
+SERVER_SETTINGS_FILE = "dreaming.conf"
+_INCLUDE_SERVER_SETTINGS = f"include_if_exists = '{SERVER_SETTINGS_FILE}'"
+AUTO_SHARED_BUFFERS_MB = (128, 8192)  # the bounds of shared_buffers = auto
 
 
-@cache
-def _server(pgdata: Path):
+def machine_memory_bytes() -> int:
+    """Physical memory, or the container's memory limit when that is lower (cgroup v2, then v1)."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        with contextlib.suppress(OSError, ValueError):
+            memory = min(memory, int(Path(limit_file).read_text().strip()))  # "max" (no limit) is a ValueError
+    return memory
+
+
+def resolved_shared_buffers(setting: str) -> str:
+    """The shared_buffers value a start writes: ``auto`` is a quarter of the machine's memory (a dedicated
+    server's usual starting point; pages are only taken as data is read), within AUTO_SHARED_BUFFERS_MB."""
+    if setting != "auto":
+        return setting
+    low, high = AUTO_SHARED_BUFFERS_MB
+    return f"{min(high, max(low, machine_memory_bytes() // 4 // 2**20))}MB"
+
+
+def write_server_settings(pgdata: Path, shared_buffers: str) -> None:
+    """Write the settings a server started from ``pgdata`` reads, and include them from postgresql.conf."""
+    conf = pgdata / "postgresql.conf"
+    if _INCLUDE_SERVER_SETTINGS not in conf.read_text():
+        with conf.open("a") as out:
+            out.write(f"\n# dreaming-dagster's settings, written by the process that starts the server\n"
+                      f"{_INCLUDE_SERVER_SETTINGS}\n")
+    (pgdata / SERVER_SETTINGS_FILE).write_text(
+        "# Written by dreaming-dagster when it starts this server (DREAMING_EMBEDDED_SHARED_BUFFERS); a server\n"
+        "# already running keeps the values it started with.\n"
+        f"shared_buffers = '{resolved_shared_buffers(shared_buffers)}'\n")
+
+
+def _server_class():
     with warnings.catch_warnings():
         # Without XDG_RUNTIME_DIR platformdirs warns and uses /tmp/runtime-<uid>, which suits pgserver's lock.
         warnings.simplefilter("ignore")
         import pgserver  # lazily: it pulls psutil/platformdirs and is unused with an external DSN
+    from pgserver.utils import PostmasterInfo
 
+    class ConfiguredServer(pgserver.PostgresServer):
+        """pgserver's server, with dreaming's settings written between initdb and the start: pgserver calls
+        ensure_postgres_running after ensure_pgdata_inited, under its inter-process lock, so no other process
+        starts the server in between."""
+
+        def __init__(self, pgdata: Path, *, shared_buffers: str):
+            self.shared_buffers = shared_buffers
+            super().__init__(pgdata, cleanup_mode="stop")
+
+        def ensure_postgres_running(self) -> None:
+            running = PostmasterInfo.read_from_pgdata(self.pgdata)
+            if running is None or not running.is_running():
+                write_server_settings(self.pgdata, self.shared_buffers)
+            super().ensure_postgres_running()
+
+    return pgserver, ConfiguredServer
+
+
+@cache
+def _server(pgdata: Path, shared_buffers: str):
+    pgserver, configured_server = _server_class()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    pgdata.mkdir(exist_ok=True)
     with pgserver.PostgresServer._lock:
         _forget_dead_handles(pgdata)
+        # One handle a data directory and process (pgserver's get_server keeps the same table).
+        started = pgserver.PostgresServer._instances.get(pgdata)
+    if started is not None:
+        return started
     logger.info("starting embedded Postgres in %s", pgdata)
-    return pgserver.get_server(pgdata, cleanup_mode="stop")
+    return configured_server(pgdata, shared_buffers=shared_buffers)
 
 
 def _forget_dead_handles(pgdata: Path) -> None:
@@ -71,9 +135,10 @@ def _ensure_database(admin_url: str, name: str) -> None:
 
 
 @cache
-def embedded_url(pgdata: Path, database: str = APP_DATABASE) -> str:
-    """Start (or attach to) the embedded server in ``pgdata`` and return a psycopg URL for ``database``."""
-    server = _server(pgdata.resolve())
+def embedded_url(pgdata: Path, database: str = APP_DATABASE, *, shared_buffers: str = "auto") -> str:
+    """Start (or attach to) the embedded server in ``pgdata`` and return a psycopg URL for ``database``.
+    ``shared_buffers`` applies if this call starts the server (see the module's docstring)."""
+    server = _server(pgdata.resolve(), shared_buffers)
     _ensure_database(server.get_uri(), database)
     return server.get_uri(database)
 
@@ -100,13 +165,13 @@ def copy_database_url(admin_url: str, source_url: str, prefix: str = "copy") -> 
     return admin_url.replace("/postgres?", f"/{name}?", 1)
 
 
-def dagster_storage_url(pgdata: Path) -> str:
+def dagster_storage_url(pgdata: Path, *, shared_buffers: str = "auto") -> str:
     """SQLAlchemy URL for Dagster's own storage in the ``dagster`` database of the embedded server.
 
     SQLAlchemy 2.1 maps a bare ``postgresql://`` URL to psycopg 3, whose NOTIFY handling breaks
     dagster-postgres; naming psycopg2 explicitly avoids it.
     """
-    url = embedded_url(pgdata, DAGSTER_DATABASE)
+    url = embedded_url(pgdata, DAGSTER_DATABASE, shared_buffers=shared_buffers)
     return url.replace("postgresql://", "postgresql+psycopg2://", 1)
 
 

@@ -48,7 +48,7 @@ class Pools:
 def build_pools(database: Database, embedder: Embedder, questions: Sequence[BenchmarkQuestion],
                 users: dict[str, str], *, kg_id: str = "default", pool_size: int = 50,
                 lexical_pool_size: int = 50, graph: GraphSide = NO_GRAPH_SIDE, historical: bool = False,
-                ef_search: int = 200, hubs: HubRule = DEFAULT_HUB_RULE,
+                ef_search: int = 200, hubs: HubRule = DEFAULT_HUB_RULE, prepared_statements: bool = True,
                 on_question: Callable[[int], None] | None = None) -> Pools:
     """Pools for every answerable question of ``questions`` (``users`` maps question id → benchmark user).
 
@@ -60,7 +60,7 @@ def build_pools(database: Database, embedder: Embedder, questions: Sequence[Benc
     embeddings = np.asarray(embedder.embed([q.question for q in answerable]), dtype=np.float32)
     question_rows, candidate_rows = [], []
     database.ensure_schema(embedder.spec)
-    with open_recall_connection(database, max(ef_search, pool_size)) as conn:
+    with open_recall_connection(database, max(ef_search, pool_size), prepared_statements=prepared_statements) as conn:
         for n, (question, embedding) in enumerate(zip(answerable, embeddings, strict=True), 1):
             user_id = users[question.question_id]
             as_of = question.question_date if historical else None

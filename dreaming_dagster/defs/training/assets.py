@@ -103,7 +103,8 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
                         kg_id=manifest.kg_id, pool_size=config.pool_size, lexical_pool_size=config.lexical_pool_size,
                         graph=GraphSide(pool_size=config.graph_pool_size, subjects=settings.recall_graph_subjects),
                         hubs=HubRule.from_settings(settings), historical=manifest.mode == "per-question",
-                        ef_search=settings.recall_ef_search, on_question=progress)
+                        ef_search=settings.recall_ef_search,
+                        prepared_statements=settings.recall_prepared_statements, on_question=progress)
     pools.save(ws.pool_questions, ws.pool_candidates)
     q = pools.questions
     q = q.assign(pool_recall=q["relevant_in_pool"] / q["total_relevant"],
