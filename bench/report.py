@@ -83,7 +83,21 @@ def recall_rows(r: dict) -> Rows:
             f"{e2e['after_embedding']['p99_ms']} ms; its wait after the embedding p50 "
             f"{e2e['lexical_pool_wait_after_embedding_ms']['p50_ms']} ms, p99 "
             f"{e2e['lexical_pool_wait_after_embedding_ms']['p99_ms']} ms")
-          for e2e in [r.get("recall_end_to_end")] if e2e]]
+          for e2e in [r.get("recall_end_to_end")] if e2e],
+        *([("the statement as before stop 41 (whole, on a connection preparing nothing), same run",
+            f"hybrid p50 {lat['hybrid_as_before']['p50_ms']} ms, p99 {lat['hybrid_as_before']['p99_ms']} ms; composite "
+            f"p50 {lat['composite_as_before']['p50_ms']} ms, p99 {lat['composite_as_before']['p99_ms']} ms; now / before: "
+            f"hybrid ×{lat['ratio_hybrid_to_hybrid_as_before_p50']} at p50, ×{lat['ratio_hybrid_to_hybrid_as_before_p99']} at "
+            f"p99; same rows {lat['hybrid_rows_equal_as_before']}")]
+          if "hybrid_as_before" in lat else []),
+        *[("the server's shared_buffers side by side (child processes taking turns, warm passes)",
+           f"{sb['postgres_default']['shared_buffers']}: hybrid p50 {sb['postgres_default']['hybrid']['p50_ms']} ms, p99 "
+           f"{sb['postgres_default']['hybrid']['p99_ms']} ms; {sb['embedded_default']['shared_buffers']} (the embedded "
+           f"default): hybrid p50 {sb['embedded_default']['hybrid']['p50_ms']} ms, p99 "
+           f"{sb['embedded_default']['hybrid']['p99_ms']} ms (×{sb['ratio_embedded_to_postgres_default_hybrid_p50']} / "
+           f"×{sb['ratio_embedded_to_postgres_default_hybrid_p99']}); composite ×"
+           f"{sb['ratio_embedded_to_postgres_default_composite_p50']} / ×{sb['ratio_embedded_to_postgres_default_composite_p99']}")
+          for sb in [r.get("shared_buffers")] if sb]]
 
 
 def longmemeval_rows(r: dict) -> Rows:
