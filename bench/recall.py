@@ -28,7 +28,7 @@ including the round trip:
 - hybrid, cold cache: as hybrid, from an empty cache (a process's first recall with these words);
 - hybrid + remember: as hybrid, also recording the last-query time;
 - composite and hybrid as before stop 41: the same calls with the whole statement (its own lexical search in
-  it, unused when the pool is supplied) on a connection that prepares nothing; same rows asserted;
+  it, unused when the pool is supplied) on a connection that prepares nothing; same rows counted query by query;
 - served: as hybrid with the graph side recall() adds by default (DREAMING_RECALL_GRAPH_POOL_SIZE 20 pairs
   through the DREAMING_RECALL_GRAPH_SUBJECTS 10 subjects nearest the query and those whose name holds a
   query word): the ranking statement every recall() runs;

@@ -63,6 +63,7 @@ def write_server_settings(pgdata: Path, shared_buffers: str) -> None:
         f"shared_buffers = '{resolved_shared_buffers(shared_buffers)}'\n")
 
 
+@cache
 def _server_class():
     with warnings.catch_warnings():
         # Without XDG_RUNTIME_DIR platformdirs warns and uses /tmp/runtime-<uid>, which suits pgserver's lock.
