@@ -49,8 +49,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -572,9 +574,6 @@ SHARED_BUFFERS_COMPARED = {"postgres_default": "128MB", "embedded_default": "aut
 def compare_shared_buffers(round_input: Path, rounds: int) -> dict:
     """The composite and hybrid statements under each of SHARED_BUFFERS_COMPARED, a child process a setting
     and round, the settings taking turns (the order flips every round)."""
-    import os
-    import subprocess
-
     samples: dict[str, dict[str, list[float]]] = {name: {"composite": [], "hybrid": []}
                                                   for name in SHARED_BUFFERS_COMPARED}
     seen: dict[str, str] = {}
@@ -608,8 +607,7 @@ def shared_buffers_round(round_input: Path) -> None:
     DREAMING_EMBEDDED_SHARED_BUFFERS), time the statements, stop it, print the timings as JSON."""
     spec = json.loads(round_input.read_text())
     pgdata = Path(spec["pgdata"])
-    admin_url = embedded_admin_url(pgdata)
-    url = admin_url.replace("/postgres?", f"/{spec['database']}?", 1)
+    url = embedded.embedded_url(pgdata, spec["database"], shared_buffers=DreamingSettings().embedded_shared_buffers)
     weights = SignalWeights(spec["weights"], spec["scale"], "v3 (random init)")
     queries = [np.asarray(q, np.float32) for q in spec["queries"]]
     random.seed(spec["seed"])
