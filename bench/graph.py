@@ -90,7 +90,7 @@ def health(database: Database, user_id: str, seed: int = 7) -> dict:
     (report,) = stages.graph_report(database, user_id)
     with database.connect(vectors=False) as conn:
         names = sorted(row["subject_text"] for row in conn.execute(
-            load_sql("checks/live_subject_names"), {"user_id": user_id}))
+            load_sql("checks/live_subject_names"), {"user_id": user_id, "kg_ids": [report["kg_id"]]}))
         over_five = conn.execute(load_sql("bench/unflagged_large_subjects"), {
             "user_id": user_id, "max_share": 0.05, "pairs": report["pairs"]}).fetchone()["n"]
     top = stages.top_subjects(database, user_id, limit=15)

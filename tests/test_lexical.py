@@ -139,10 +139,10 @@ def test_a_deferred_save_leaves_the_words_to_the_embedding_stage(database):
     indexed = stored_index(database, "fay")
     assert indexed == expected_index(database, "fay") and indexed[2][0] == 2  # found by words already
     assert embed_pending_pairs(database, HashEmbedder(), "fay").embedded == 2
-    assert index_words(database, "fay", saved.pair_ids) == 0
+    assert index_words(database, "fay", saved.pair_ids, ["default"]) == 0
     assert stored_index(database, "fay") == indexed  # indexing again changes nothing
     # Another user's pair ids index nothing for this user.
-    assert index_words(database, "gus", saved.pair_ids) == 0 and stored_index(database, "gus")[2] == (0, 0)
+    assert index_words(database, "gus", saved.pair_ids, ["default"]) == 0 and stored_index(database, "gus")[2] == (0, 0)
 
 
 def test_concurrent_saves_for_one_user_keep_exact_statistics(database):

@@ -1,22 +1,22 @@
--- The shape of one user's graph, per knowledge graph (bench/graph.py, `dreaming stats`, `dreaming sync`,
+-- The shape of one user's graphs kg_ids, one row each (bench/graph.py, `dreaming stats`, `dreaming sync`,
 -- the subject_links asset): live subjects, links, pairs; the share of subjects linked to a single pair; the
 -- median number of subjects per pair (pairs with none count as 0); the largest subject, its share of the
 -- pairs and whether it is a flagged hub; and how many hubs are flagged.
 WITH pairs AS (
-    SELECT kg_id, count(*) AS n FROM memory_pairs WHERE user_id = %(user_id)s GROUP BY kg_id
+    SELECT kg_id, count(*) AS n FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = ANY(%(kg_ids)s::text[]) GROUP BY kg_id
 ),
 subject_links AS (
     SELECT s.kg_id, s.id, s.subject_text, s.hub_since IS NOT NULL AS hub, count(l.pair_id) AS linked
     FROM subjects s
     LEFT JOIN subject_memory_pair_links l ON l.subject_id = s.id
-    WHERE s.user_id = %(user_id)s AND s.archived_at IS NULL
+    WHERE s.user_id = %(user_id)s AND s.kg_id = ANY(%(kg_ids)s::text[]) AND s.archived_at IS NULL
     GROUP BY s.kg_id, s.id, s.subject_text, s.hub_since
 ),
 per_pair AS (
     SELECT p.kg_id, p.id, count(l.subject_id) AS subjects
     FROM memory_pairs p
     LEFT JOIN subject_memory_pair_links l ON l.pair_id = p.id
-    WHERE p.user_id = %(user_id)s
+    WHERE p.user_id = %(user_id)s AND p.kg_id = ANY(%(kg_ids)s::text[])
     GROUP BY p.kg_id, p.id
 ),
 largest AS (

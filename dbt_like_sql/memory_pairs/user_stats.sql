@@ -1,4 +1,4 @@
--- What a user's memory holds, per knowledge graph, for materialization metadata and the CLI.
+-- What a user's memory holds, in each of the graphs kg_ids, for materialization metadata and the CLI.
 SELECT p.kg_id,
        count(*)                                  AS pairs,
        coalesce(sum(token_count), 0)             AS tokens,
@@ -14,6 +14,6 @@ SELECT p.kg_id,
        max(occurred_at)                          AS last_occurred_at
 FROM memory_pairs p
 JOIN pair_stages s ON s.pair_id = p.id
-WHERE p.user_id = %(user_id)s
+WHERE p.user_id = %(user_id)s AND p.kg_id = ANY(%(kg_ids)s::text[])
 GROUP BY p.kg_id
 ORDER BY p.kg_id;

@@ -5,7 +5,7 @@ indexed here too, just before its vectors (migration 0016)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import psycopg
@@ -27,10 +27,11 @@ class EmbeddingRun:
     words_not_indexed: int = 0  # pairs whose words the database refused to index (logged; embedded anyway)
 
 
-def index_words(database: Database, user_id: str, pair_ids: list) -> int:
-    """Index the words of ``user_id``'s pairs ``pair_ids`` (idempotent); a batch the database refuses is
-    indexed pair by pair, and a pair refused alone is logged and left out. Returns how many were left out."""
-    params = {"user_id": user_id, "ids": pair_ids}
+def index_words(database: Database, user_id: str, pair_ids: list, kg_ids: Collection[str]) -> int:
+    """Index the words of ``user_id``'s pairs ``pair_ids`` in the graphs ``kg_ids`` (idempotent); a batch the
+    database refuses is indexed pair by pair, and a pair refused alone is logged and left out. Returns how
+    many were left out."""
+    params = {"user_id": user_id, "kg_ids": list(kg_ids), "ids": pair_ids}
     with database.connect() as conn:
         try:
             conn.execute(load_sql("memory_pairs/index_words"), params)
@@ -50,29 +51,35 @@ def index_words(database: Database, user_id: str, pair_ids: list) -> int:
             return refused
 
 
-def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *, batch_size: int = 64,
+def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
+                        kg_ids: Collection[str] | None = None, batch_size: int = 64,
                         max_consecutive_failures: int = 5,
                         on_batch: Callable[[int], None] | None = None) -> EmbeddingRun:
-    """Embed ``user_id``'s pending pairs batch by batch, committing each batch.
+    """Embed ``user_id``'s pending pairs in the graphs ``kg_ids`` (None: every graph of the user, the
+    operator's runs; a tenant's sync names its own) batch by batch, committing each batch.
 
     Restartable: an interrupted run leaves committed batches done and the rest pending. When a batch
     fails, its pairs are retried one by one so a single bad pair cannot block the others; pairs that
     still fail stay pending (reported in ``failed_pairs``). An embedder that fails
     ``max_consecutive_failures`` pairs in a row (an outage) ends the run early.
     """
+    from dreaming_dagster.pipeline.stages import scoped_kgs
+
     database.ensure_schema(embedder.spec)
+    kg_ids = scoped_kgs(database, user_id, kg_ids)
     run = EmbeddingRun()
     consecutive_failures = 0
     while True:
         with database.connect() as conn:
             batch = conn.execute(load_sql("memory_pairs/pending_embedding_batch"),
-                                 {"user_id": user_id, "limit": batch_size, "skip_ids": run.failed_pairs}
+                                 {"user_id": user_id, "kg_ids": kg_ids, "limit": batch_size,
+                                  "skip_ids": run.failed_pairs}
                                  ).fetchall()
         if not batch:
             break
         # Words first (a deferred save left them out; a no-op for pairs already indexed), in their own
         # transaction: an embedder outage below does not keep the pairs from word search.
-        run.words_not_indexed += index_words(database, user_id, [r["id"] for r in batch])
+        run.words_not_indexed += index_words(database, user_id, [r["id"] for r in batch], kg_ids)
         turns = [(r["user_message"], r["assistant_message"]) for r in batch]
         updates = []
         try:
@@ -93,7 +100,7 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
         if updates:
             with database.connect() as conn, conn.transaction(), conn.cursor() as cursor:
                 cursor.executemany(load_sql("memory_pairs/set_embedding"), [
-                    {"id": row["id"], "user_id": user_id, "embedding": vector, "reply_embedding": reply}
+                    {"id": row["id"], "user_id": user_id, "kg_ids": kg_ids, "embedding": vector, "reply_embedding": reply}
                     for row, (vector, reply) in updates])
             run.embedded += len(updates)
             if on_batch:
@@ -103,8 +110,11 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
     return run
 
 
-def user_stats(database: Database, user_id: str) -> list[dict]:
-    """Per knowledge graph: pairs, tokens, sessions, pending work and the time span of the memory."""
+def user_stats(database: Database, user_id: str, kg_ids: Collection[str] | None = None) -> list[dict]:
+    """Per graph of ``kg_ids`` (None: every graph of the user): pairs, tokens, sessions, pending work and
+    the time span of the memory."""
+    from dreaming_dagster.pipeline.stages import scoped_kgs
+
+    params = {"user_id": user_id, "kg_ids": scoped_kgs(database, user_id, kg_ids), **extraction_retry_params()}
     with database.connect() as conn:
-        return conn.execute(load_sql("memory_pairs/user_stats"),
-                            {"user_id": user_id, **extraction_retry_params()}).fetchall()
+        return conn.execute(load_sql("memory_pairs/user_stats"), params).fetchall()

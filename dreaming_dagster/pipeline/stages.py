@@ -81,6 +81,13 @@ def user_kgs(database: Database, user_id: str) -> list[str]:
         return [row["kg_id"] for row in conn.execute(load_sql("pipeline/user_kgs"), {"user_id": user_id})]
 
 
+def scoped_kgs(database: Database, user_id: str, kg_ids: Collection[str] | None) -> list[str]:
+    """The graphs a user-level read or stage covers: ``kg_ids`` as given (a tenant's request names its own),
+    or every graph of the user (None: the operator's Dagster runs and CLI). The SQL always filters by the
+    list, so nothing keyed by user alone can reach another tenant's rows."""
+    return list(kg_ids) if kg_ids is not None else user_kgs(database, user_id)
+
+
 @dataclass
 class Failures:
     """How many rows of a stage failed in a run, and why the last one did."""
@@ -155,10 +162,11 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
                         continue
                     stats.provider_unavailable |= isinstance(result, ProviderUnavailableError)
                     (failed if isinstance(result, Exception) else done).append((row, result))
-                for row, result in failed + _record_extractions(conn, done, user_id, stats):
+                for row, result in failed + _record_extractions(conn, done, user_id, kg_id, stats):
                     failed_now.append(row["id"])
                     conn.execute(load_sql("pipeline/record_extraction_failure"),
-                                 {"id": row["id"], "user_id": user_id, "error": clean_text(stats.record(result))})
+                                 {"id": row["id"], "user_id": user_id, "kg_id": kg_id,
+                                  "error": clean_text(stats.record(result))})
             if stats.provider_unavailable:
                 logger.warning("%s/%s: the LLM provider is unavailable (%s); extraction stops until the next run",
                                user_id, kg_id, stats.last_error)
@@ -238,13 +246,13 @@ def write_each_if_refused(conn: psycopg.Connection, items: list, write) -> list[
         return refused
 
 
-def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]], user_id: str,
+def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]], user_id: str, kg_id: str,
                         stats: ExtractionStats) -> list[tuple[dict, Exception]]:
     """Write a batch's extraction results in one statement (pair by pair if the database refuses a value);
     returns the refused pairs."""
     def write(items: list[tuple[dict, object]]) -> None:
         conn.execute(load_sql("pipeline/record_extractions"), {
-            "user_id": user_id, "ids": [row["id"] for row, _ in items],
+            "user_id": user_id, "kg_id": kg_id, "ids": [row["id"] for row, _ in items],
             "summaries": [result.summary for _, result in items],
             "extracted_subjects": [Jsonb(result.as_json()) for _, result in items]})
 
@@ -326,7 +334,7 @@ def write_merge_plan(conn: psycopg.Connection, plan: merging.MergePlan, vectors:
             "last_seen_ats": [r.last_seen_at for r in reinforced],
             "reinforcements": [r.reinforcements for r in reinforced]})
     conn.execute(load_sql("pipeline/record_merges"), {
-        "user_id": user_id, "ids": [pair_id for pair_id, _ in plan.pair_subjects],
+        "user_id": user_id, "kg_id": kg_id, "ids": [pair_id for pair_id, _ in plan.pair_subjects],
         "extracted_subjects": [Jsonb(subjects) for _, subjects in plan.pair_subjects]})
 
 
@@ -410,7 +418,7 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
                     "user_id": user_id, "kg_id": kg_id})
                 stats.links += cursor.rowcount  # the links' trigger marks their subjects key subjects
             conn.execute(load_sql("pipeline/record_links"), {"ids": [pair["id"] for pair in pairs],
-                                                            "user_id": user_id})
+                                                            "user_id": user_id, "kg_id": kg_id})
         stats.pairs += len(pairs)
         linked_subjects.update(s for _, s in links)
     # The whole graph on every asset run, not only when links were added: a changed hub rule
@@ -536,10 +544,11 @@ def graph_signature(database: Database, user_id: str) -> set[tuple[str, tuple[st
     return {(row["subject_text"], tuple(row["pairs"])) for row in rows}
 
 
-def graph_health(database: Database, user_id: str) -> dict[str, int]:
-    """What must be zero once the user's graph is dreamed: unfinished pairs, duplicate subjects and links,
-    orphan pairs, unlinked subjects (crash-recovery tests and bench/reliability.py read it)."""
-    params = {"user_id": user_id}
+def graph_health(database: Database, user_id: str, kg_ids: Collection[str] | None = None) -> dict[str, int]:
+    """What must be zero once the user's graphs ``kg_ids`` (None: all of them) are dreamed: unfinished pairs,
+    duplicate subjects and links, orphan pairs, unlinked subjects (crash-recovery tests and
+    bench/reliability.py read it)."""
+    params = {"user_id": user_id, "kg_ids": scoped_kgs(database, user_id, kg_ids)}
     with database.connect(vectors=False) as conn:
         health = dict(conn.execute(load_sql("checks/graph_health"), params).fetchone())
         health["orphan_pairs"] = conn.execute(load_sql("checks/orphan_pairs"), params).fetchone()["orphans"]
@@ -553,12 +562,13 @@ def memory_count_drift(database: Database, user_id: str | None = None) -> list[d
         return conn.execute(load_sql("checks/memory_counts_drift"), {"user_id": user_id}).fetchall()
 
 
-def graph_report(database: Database, user_id: str) -> list[dict]:
-    """The shape of each of the user's graphs (checks/graph_report.sql) and the share of its live subjects
-    on the committed generic list (extraction/generic_subjects.txt), each with the names found."""
+def graph_report(database: Database, user_id: str, kg_ids: Collection[str] | None = None) -> list[dict]:
+    """The shape of each of the user's graphs ``kg_ids`` (None: all of them; checks/graph_report.sql) and the
+    share of its live subjects on the committed generic list (extraction/generic_subjects.txt), each with
+    the names found."""
     from dreaming_dagster.extraction.entities import is_generic
 
-    params = {"user_id": user_id}
+    params = {"user_id": user_id, "kg_ids": scoped_kgs(database, user_id, kg_ids)}
     with database.connect(vectors=False) as conn:
         reports = conn.execute(load_sql("checks/graph_report"), params).fetchall()
         names = conn.execute(load_sql("checks/live_subject_names"), params).fetchall()

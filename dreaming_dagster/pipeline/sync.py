@@ -41,6 +41,9 @@ class StageInputs:
 
     database: Database
     user_id: str
+    # The graphs a user-wide stage (the embedding) covers: a tenant's sync names its own; None is every
+    # graph of the user (Dagster's partition runs, which are the operator's).
+    kg_ids: tuple[str, ...] | None = None
     embedder: Embedder | None = None
     extractor: Extractor | None = None
     refiner: Refiner | None = None
@@ -67,7 +70,7 @@ def _refine_and_refresh(inputs: StageInputs, kg_id: str):
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("memory_pairs", lambda s, kg: embed_pending_pairs(s.database, s.embedder, s.user_id,
+    Stage("memory_pairs", lambda s, kg: embed_pending_pairs(s.database, s.embedder, s.user_id, kg_ids=s.kg_ids,
                                                             batch_size=s.embedding_batch_size),
           "embedding", per_graph=False),
     Stage("pair_subjects", lambda s, kg: stages.extract_pending(s.database, s.extractor, s.user_id, kg), "extraction"),
@@ -114,7 +117,7 @@ class SyncResult:
         return self.embedding.get("embedded", 0)
 
 
-def graph_warnings(database: Database, user_id: str, reports: list[dict]) -> list[str]:
+def graph_warnings(database: Database, user_id: str, reports: list[dict], kg_ids: list[str]) -> list[str]:
     """The graph checks the Dagster assets run, run after the fast path too: a subject over half of the
     pairs (the merge nightmare), duplicate live subjects, pairs stored without links, parked pairs."""
     warnings = []
@@ -122,7 +125,7 @@ def graph_warnings(database: Database, user_id: str, reports: list[dict]) -> lis
         if r["pairs"] >= MEGA_NODE_MIN_PAIRS and r["largest_share"] > MEGA_NODE_MAX_SHARE:
             warnings.append(f"{r['kg_id']}: '{r['largest_subject']}' links {100 * r['largest_share']:.0f}% of the "
                             "pairs (a mega-node; flagged as a hub, it carries no ranking weight)")
-    health = stages.graph_health(database, user_id)
+    health = stages.graph_health(database, user_id, kg_ids)
     for key, label in (("duplicate_subjects", "live subjects share a name"),
                        ("orphan_pairs", "pairs are stored without links although they have subjects"),
                        ("duplicate_links", "links are duplicated")):
@@ -149,7 +152,8 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     kg_id = validate_identifier(kg_id, "kg_id") if kg_id else None  # refused before any stage runs
     settings = default_settings()
     database = database or default_database()
-    inputs = StageInputs(database=database, user_id=user_id, embedder=embedder or default_embedder(),
+    inputs = StageInputs(database=database, user_id=user_id, kg_ids=(kg_id,) if kg_id else None,
+                         embedder=embedder or default_embedder(),
                          extractor=extractor or extractor_from_settings(settings),
                          refiner=refiner or refiner_from_settings(settings),
                          threshold=threshold or settings.merge_threshold, hubs=HubRule.from_settings(settings),
@@ -170,8 +174,8 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     result.warnings = [f"'{name}' is now a hub: linked to over {100 * inputs.hubs.share:.0f}% of the pairs, it "
                        "stays browsable and carries no ranking weight" for name in result.links.get("new_hubs", [])]
     if report:
-        result.graph = [r for r in stages.graph_report(database, user_id) if r["kg_id"] in kgs]
-        result.warnings += graph_warnings(database, user_id, result.graph)
+        result.graph = stages.graph_report(database, user_id, kgs)
+        result.warnings += graph_warnings(database, user_id, result.graph, kgs)
     result.seconds = round(time.perf_counter() - started, 3)
     return result
 

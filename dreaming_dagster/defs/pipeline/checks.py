@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.hubs import MEGA_NODE_MAX_SHARE, MEGA_NODE_MIN_PAIRS
 from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
@@ -27,7 +28,8 @@ def mega_node_check(database: Database, user_id: str) -> dg.AssetCheckResult:
 
 def orphan_pairs_check(database: Database, user_id: str) -> dg.AssetCheckResult:
     with database.connect(vectors=False) as conn:
-        orphans = conn.execute(load_sql("checks/orphan_pairs"), {"user_id": user_id}).fetchone()["orphans"]
+        orphans = conn.execute(load_sql("checks/orphan_pairs"), {
+            "user_id": user_id, "kg_ids": stages.user_kgs(database, user_id)}).fetchone()["orphans"]
     return dg.AssetCheckResult(check_name=ORPHAN_CHECK, asset_key="subject_links", passed=orphans == 0,
                                metadata={"orphan_pairs": orphans})
 
