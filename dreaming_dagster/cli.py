@@ -542,32 +542,26 @@ def serve(host: str | None, port: int | None) -> None:
 
     Stops gracefully on SIGTERM or Ctrl-C: requests in flight finish (DREAMING_SERVE_SHUTDOWN_SECONDS),
     every save is one transaction, so nothing is left half-written."""
-    import torch
-    import uvicorn
+    from dreaming_dagster.service.server import PortInUseError
+    from dreaming_dagster.service.server import serve as run_service
 
-    from dreaming_dagster.service.app import create_app
-
-    settings = default_settings()
-    torch.set_num_threads(settings.serve_torch_threads)
-    app = create_app(settings)
-    config = uvicorn.Config(app, host=host or settings.serve_host, port=settings.serve_port if port is None else port,
-                            timeout_graceful_shutdown=settings.serve_shutdown_seconds, log_level="info",
-                            access_log=True)  # the access log has paths and statuses, never headers: no keys
-    server = uvicorn.Server(config)
-    server.run()
+    try:
+        run_service(default_settings(), host, port)
+    except PortInUseError as exc:
+        _fail(str(exc))
 
 
 @main.command()
 @click.option("--kg-id", default="default", show_default=True, help="The tenant whose memory the tools use.")
 def mcp(kg_id: str) -> None:
     """MCP tools over stdio (remember, recall) for agent frameworks: `dreaming mcp` as the server command."""
-    from dreaming_dagster.service.mcp_tools import build_mcp_server
+    from dreaming_dagster.service.mcp_tools import build_mcp_server, run_stdio
 
     try:
         server = build_mcp_server(default_settings(), kg_id)
     except InvalidInputError as exc:
         _fail(str(exc))
-    server.run("stdio")
+    run_stdio(server)
 
 
 @main.group()

@@ -120,10 +120,9 @@ def test_the_worker_processes_are_kept_between_batches_and_replaced_when_one_die
     assert extractor._workers is None and all(not worker.is_alive() for worker in workers)
 
 
-def test_the_workers_start_between_parses_and_read_while_other_threads_parse():
-    """A worker forked while another thread is inside a parse would inherit spaCy's matrix library's lock
-    taken and wait forever on its first parse (entities.parsing): the workers start only between parses in
-    this process, and read while it goes on parsing."""
+def test_the_workers_start_and_read_while_other_threads_parse():
+    """The workers are spawned: one started while another thread of this process is inside a parse (holding
+    spaCy's locks, entities.parsing) inherits none of them, and reads while this process goes on parsing."""
     import threading
 
     pairs = [(f"My friend number {n} moved to Lisbon with Dana.", "Lisbon is lovely in spring.")
@@ -146,11 +145,10 @@ def test_the_workers_start_between_parses_and_read_while_other_threads_parse():
     other_sync = threading.Thread(target=parse_until_stopped, daemon=True)
     try:
         read_then: list = []
-        with parsing():  # a parse in progress: the workers wait for it to end
+        with parsing():  # a parse in progress in this process: the spawned workers do not wait for it
             reading = read_in_workers(waiting, read_then)
-            reading.join(timeout=1.0)
-            assert reading.is_alive() and waiting._workers is None
-        reading.join(timeout=120)
+            reading.join(timeout=120)
+            assert not reading.is_alive(), "the worker processes never answered"
         assert [e.model_dump() for e in read_then[0]] == expected
         other_sync.start()
         while not parses:  # parsing in this process, pair after pair, when the workers start

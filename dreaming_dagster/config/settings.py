@@ -159,6 +159,20 @@ class DreamingSettings(BaseSettings):
     oversubscription"""
     serve_shutdown_seconds: float = Field(default=30.0, ge=0)
     """how long a stopping service waits for requests in flight"""
+    serve_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    """how long a connection may take to send a request's headers, its first request included (an idle new
+    connection is closed then)"""
+    serve_body_timeout_seconds: float = Field(default=30.0, gt=0)
+    """how long a request may take to send its whole body (408 naming ``body`` beyond it)"""
+    serve_idle_timeout_seconds: float = Field(default=5.0, gt=0)
+    """how long a kept-alive connection may wait idle for its next request"""
+    serve_auth_failure_burst: int = Field(default=5, ge=1)
+    """failed authentications one client address may make at once before it gets 429 (no database lookup)"""
+    serve_auth_failure_rate: float = Field(default=0.1, gt=0)
+    """failed authentications a second one client address may make on average, after the burst"""
+    serve_forwarded_allow_ips: str = ""
+    """proxies whose X-Forwarded-For names the client (comma-separated addresses, ``*`` for any); empty trusts
+    none, so a client cannot choose the address its failures are counted against"""
 
     @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "embedding_model_cache_dir", "embedding_model", "embedding_base_url", "embedding_api_key",
                      "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",

@@ -32,7 +32,6 @@ a restarted run makes the same choices.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections import Counter
@@ -288,26 +287,14 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return ""
 
 
-# A process forked while another of its threads loads or runs the pipeline inherits that thread's locks
-# taken — the module's import lock, the lock spaCy's matrix library (BLIS) holds while it multiplies — and
-# its first parse waits forever (seen: the fast path's read-ahead thread parsing as a stage thread started
-# the extractor's worker processes). So whatever loads or runs the pipeline holds this lock, the workers
-# are forked holding it too (extraction/providers.py), and a forked child starts with it free. Parses in
-# one process take turns: spaCy's pipeline is not made to be shared between threads either.
+# Parses in one process take turns: spaCy's pipeline is not made to be shared between threads. (The
+# extractor's worker processes are spawned, so none starts with this lock, or any other, taken.)
 _PARSING_LOCK = threading.Lock()
 
 
 def parsing() -> threading.Lock:
-    """The lock held while this process loads or runs the English pipeline, or forks a parsing worker."""
+    """The lock held while this process loads or runs the English pipeline."""
     return _PARSING_LOCK
-
-
-def _free_the_parsing_lock_in_a_child() -> None:
-    global _PARSING_LOCK
-    _PARSING_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_free_the_parsing_lock_in_a_child)
 
 
 @cache

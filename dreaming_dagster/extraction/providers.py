@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import re
+import signal
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -113,13 +115,10 @@ class OfflineExtractor:
     def _analyse_in_workers(self, pairs: Sequence[tuple[str, str]]) -> list[list[entities.Candidate] | Exception]:
         with self._workers_lock:
             if self._workers is None:
-                # fork (where there is one): a worker starts with the parent's loaded pipeline, as spaCy's
-                # n_process did; elsewhere each worker loads it once.
-                method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-                workers = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context(method))
-                with entities.parsing():  # forked now (the first submission starts them all), between parses
-                    workers.submit(int)
-                self._workers = workers
+                # Spawned, never forked: a fresh interpreter inherits no socket, database connection, lock or
+                # signal handler of a parent that runs other threads (a server's), and exits with it.
+                self._workers = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"),
+                                                    initializer=_worker_started)
             workers = self._workers
         size = -(-len(pairs) // (self.processes * self.CHUNKS_PER_WORKER))
         one_process = OfflineExtractor(self.max_subjects, self.reply_sentences)
@@ -237,6 +236,20 @@ def _is_filler(phrase: str) -> bool:
 def _overlaps(phrase: str, kept: list[str]) -> bool:
     lowered = phrase.lower()
     return any(lowered in other.lower() or other.lower() in lowered for other in kept)
+
+
+def _worker_started() -> None:
+    """In each extraction worker: end with the parent process, however it ends (a SIGKILL included: the pipe
+    multiprocessing keeps to the parent closes), and leave Ctrl-C to the parent, which stops its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+
+    def exit_with_parent() -> None:
+        parent.join()
+        os._exit(0)
+
+    if parent is not None:
+        threading.Thread(target=exit_with_parent, name="exit-with-parent", daemon=True).start()
 
 
 @cache

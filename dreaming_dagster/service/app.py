@@ -7,23 +7,25 @@ pool of database connections and one of recall connections. Errors always have o
 (``limits.error_body``); a field that is wrong is named.
 """
 
+import threading
 import time
+from collections import OrderedDict
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.service import keys
-from dreaming_dagster.service.limits import BodySizeLimit, TokenBucket, error_body
+from dreaming_dagster.service.limits import RequestBodyGuard, TokenBucket, error_body, recall_limit_error
 from dreaming_dagster.service.metrics import ServiceMetrics
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
@@ -38,7 +40,14 @@ class ServiceError(Exception):
 
 
 # -- request bodies -----------------------------------------------------------------------------------
-class PairsRequest(BaseModel):
+class StrictBody(BaseModel):
+    """A request body whose fields take their documented JSON types only: ``"10"`` or ``true`` is no integer,
+    ``"yes"`` no boolean, ``12345`` no date (422 naming the field); unknown fields are refused too."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class PairsRequest(StrictBody):
     user_id: str = Field(description="whose memory the pairs join")
     pairs: list[Any] = Field(description="memory pairs: {user_message, assistant_message, session_id?, "
                              "turn_index?, occurred_at?, metadata?}")
@@ -48,15 +57,15 @@ class PairsRequest(BaseModel):
                        "faster than the two requests (the extraction reads them while they are stored)")
 
 
-class RecallRequest(BaseModel):
+class RecallRequest(StrictBody):
     user_id: str
     query: str
     k: int = 10
     session_id: str | None = Field(default=None, description="the caller's current chat session")
-    as_of: datetime | str | None = Field(default=None, description="rank the memory as it was then (ISO 8601)")
+    as_of: str | None = Field(default=None, description="rank the memory as it was then (ISO 8601)")
 
 
-class SyncRequest(BaseModel):
+class SyncRequest(StrictBody):
     user_id: str
     # Also read the whole graph afterwards: its shape and the graph checks (costs time in proportion to the
     # user's memory; GET /v1/users/{user_id}/stats gives the shape at any time).
@@ -72,20 +81,53 @@ class Service:
     embedder: Embedder
     recaller: Any
     bucket: TokenBucket
+    auth_failures: TokenBucket  # per client address: failed authentications, throttled before any lookup
     metrics: ServiceMetrics
+    # Hashes of keys that authenticated lately: a throttled address's known-good key is still looked up, so a
+    # misconfigured client cannot lock out a good one behind the same address.
+    known_keys: OrderedDict = field(default_factory=OrderedDict)
+    known_keys_lock: threading.Lock = field(default_factory=threading.Lock)
+    MAX_KNOWN_KEYS = 10_000
+
+    def knows(self, key_hash: str) -> bool:
+        with self.known_keys_lock:
+            return key_hash in self.known_keys
+
+    def remember_key(self, key_hash: str, good: bool) -> None:
+        with self.known_keys_lock:
+            if not good:
+                self.known_keys.pop(key_hash, None)
+                return
+            self.known_keys[key_hash] = True
+            self.known_keys.move_to_end(key_hash)
+            while len(self.known_keys) > self.MAX_KNOWN_KEYS:
+                self.known_keys.popitem(last=False)
 
 
 def authorized(request: Request, authorization: Annotated[str | None, Header()] = None,
                x_api_key: Annotated[str | None, Header()] = None) -> keys.ApiKey:
-    """The API key of a request (401 without a live one; 429 past its rate). Its tenant scopes the request."""
+    """The API key of a request (401 without a live one; 429 past its rate). Its tenant scopes the request.
+
+    Failed authentications are counted per client address: past a burst the address gets 429 before its key
+    is looked up, so a flood of guessed keys costs the database nothing. A key that authenticated lately is
+    still looked up (and a revoked one refused) from a throttled address."""
     service: Service = request.app.state.service
+    address = request.client.host if request.client else "unknown"
     secret = x_api_key or (authorization[7:].strip() if authorization and authorization[:7].lower() == "bearer "
                            else None)
+    key_hash = keys.secret_hash(secret) if secret else ""
+    wait = service.auth_failures.peek(address)
+    if wait and not service.knows(key_hash):
+        raise ServiceError(429, "rate_limited", "too many failed authentications from this address",
+                           headers={"Retry-After": TokenBucket.retry_after(wait)}, retry_after_seconds=round(wait, 3))
     if not secret:
+        service.auth_failures.take(address)
         raise ServiceError(401, "unauthorized", "an API key is required (Authorization: Bearer dd_…)",
                            headers={"WWW-Authenticate": "Bearer"})
     key = keys.key_for_secret(service.database, secret)
+    service.remember_key(key_hash, good=key is not None)
     if key is None:
+        service.auth_failures.take(address)
         raise ServiceError(401, "unauthorized", "unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
     wait = service.bucket.take(key.id)
     if wait:
@@ -102,12 +144,17 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
                embedder: Embedder | None = None) -> FastAPI:
     """The service over ``settings`` (``database``/``embedder`` given: used instead, e.g. in tests)."""
     from dreaming_dagster.embeddings import embedder_from_settings
+    from dreaming_dagster.llm.factory import extractor_from_settings
     from dreaming_dagster.retrieval.recaller import Recaller
 
     database = database or Database.from_settings(settings, pool_size=settings.serve_connections)
     embedder = embedder or embedder_from_settings(settings)  # the local model serialises its own calls
     recaller = Recaller.from_settings(database, embedder, settings)
+    # One extractor for the service's life: the offline one keeps its worker processes (spawned by the first
+    # large sync) instead of starting two interpreters for every large sync (make bench-extraction-workers).
+    extractor = extractor_from_settings(settings)
     bucket = TokenBucket(rate=settings.serve_rate_per_second, burst=settings.serve_rate_burst)
+    auth_failures = TokenBucket(rate=settings.serve_auth_failure_rate, burst=settings.serve_auth_failure_burst)
     metrics = ServiceMetrics(database)
 
     @asynccontextmanager
@@ -117,14 +164,17 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         yield
         # uvicorn has let the requests in flight finish (serve_shutdown_seconds) before this runs.
         recaller.close()
+        if hasattr(extractor, "close"):
+            extractor.close()
         database.close()
 
     app = FastAPI(title="dreaming-dagster memory service", version="1",
                   description="Save memory pairs, recall them ranked, dream now. Every /v1 route needs an API key "
                   "(`dreaming keys create --tenant T`), sent as `Authorization: Bearer dd_…`.",
                   lifespan=lifespan)
-    app.state.service = Service(settings, database, embedder, recaller, bucket, metrics)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.serve_max_body_bytes)
+    app.state.service = Service(settings, database, embedder, recaller, bucket, auth_failures, metrics)
+    app.add_middleware(RequestBodyGuard, max_bytes=settings.serve_max_body_bytes,
+                       timeout_seconds=settings.serve_body_timeout_seconds)
 
     @app.exception_handler(ServiceError)
     async def service_error(_request: Request, error: ServiceError):
@@ -167,7 +217,7 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         try:
             if body.sync:  # embedding is part of the sync anyway: embed=false makes no difference here
                 both = save_and_sync(body.user_id, body.pairs, key.kg_id, strict=body.strict, database=database,
-                                     embedder=embedder)
+                                     embedder=embedder, extractor=extractor)
                 result, synced = both.saved, both.synced
             else:
                 result = save_pairs(body.user_id, body.pairs, key.kg_id, strict=body.strict, embed=body.embed,
@@ -182,20 +232,19 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
 
     @app.post("/v1/recall", summary="The k best memories for a query, with their signals and the model")
     def recall(body: RecallRequest, key: Key) -> dict:
-        if len(body.query) > settings.serve_max_query_chars:
-            raise ServiceError(422, "invalid_input", f"at most {settings.serve_max_query_chars} characters", "query")
-        if not 1 <= body.k <= settings.serve_max_k:
-            raise ServiceError(422, "invalid_input", f"must be between 1 and {settings.serve_max_k}", "k")
-        as_of = body.as_of.isoformat() if isinstance(body.as_of, datetime) else body.as_of
-        return recaller.recall(body.user_id, body.query, body.k, session_id=body.session_id, as_of=as_of,
+        broken = recall_limit_error(body.query, body.k, max_query_chars=settings.serve_max_query_chars,
+                                    max_k=settings.serve_max_k)
+        if broken:
+            raise ServiceError(422, "invalid_input", broken[1], broken[0])
+        return recaller.recall(body.user_id, body.query, body.k, session_id=body.session_id, as_of=body.as_of,
                                kg_id=key.kg_id).as_dict()
 
     @app.post("/v1/sync", summary="Dream now: every stage for one user (the fast path)")
     def sync(body: SyncRequest, key: Key) -> dict:
         from dreaming_dagster.pipeline.sync import sync_user
 
-        return sync_response(sync_user(body.user_id, database=database, embedder=embedder, kg_id=key.kg_id,
-                                       report=body.report))
+        return sync_response(sync_user(body.user_id, database=database, embedder=embedder, extractor=extractor,
+                                       kg_id=key.kg_id, report=body.report))
 
     @app.get("/v1/users/{user_id}/stats", summary="What a user's memory holds in this tenant, and its graph")
     def stats(user_id: str, key: Key) -> dict:
@@ -204,8 +253,8 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         from dreaming_dagster.pipeline import stages
 
         validate_identifier(user_id, "user_id")
-        memory = [r for r in user_stats(database, user_id) if r["kg_id"] == key.kg_id]
-        graph = [r for r in stages.graph_report(database, user_id) if r["kg_id"] == key.kg_id]
+        memory = user_stats(database, user_id, [key.kg_id])
+        graph = stages.graph_report(database, user_id, [key.kg_id])
         return {"user_id": user_id, "kg_id": key.kg_id, "memory": jsonable(memory[0]) if memory else None,
                 "graph": jsonable(graph[0]) if graph else None}
 

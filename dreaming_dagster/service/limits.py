@@ -1,9 +1,13 @@
-"""Pure pieces of the service: the error shape, a per-key token bucket, a request-body size guard."""
+"""Pure pieces of the service: the error shape, token buckets (per key, and per client address for failed
+authentications), the request-body guard (size, time, strict JSON) and the recall limits the HTTP API and the
+MCP tools share."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -26,65 +30,151 @@ class TokenBucket:
     _levels: dict[str, tuple[float, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    max_keys: int = 100_000  # past this many, keys whose bucket has refilled are forgotten (memory stays bounded)
+
     def take(self, key: str) -> float:
         with self._lock:
-            now = self.clock()
-            tokens, then = self._levels.get(key, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - then) * self.rate)
+            tokens, now = self._tokens(key)
             if tokens >= 1.0:
                 self._levels[key] = (tokens - 1.0, now)
                 return 0.0
             self._levels[key] = (tokens, now)
             return (1.0 - tokens) / self.rate
 
+    def peek(self, key: str) -> float:
+        """What :meth:`take` would answer, without taking: 0 or the seconds until a token is there."""
+        with self._lock:
+            tokens, _ = self._tokens(key)
+            return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+    def _tokens(self, key: str) -> tuple[float, float]:
+        now = self.clock()
+        if key not in self._levels and len(self._levels) >= self.max_keys:
+            self._levels = {k: (level, then) for k, (level, then) in self._levels.items()
+                            if level + (now - then) * self.rate < self.burst}
+        tokens, then = self._levels.get(key, (float(self.burst), now))
+        return min(float(self.burst), tokens + (now - then) * self.rate), now
+
     @staticmethod
     def retry_after(seconds: float) -> str:
         return str(max(1, math.ceil(seconds)))
 
 
-class BodyTooLarge(Exception):
+class BodyRefused(Exception):
+    """A request body the service will not read: the status, code, message and field of its answer."""
+
+    def __init__(self, status: int, code: str, message: str, field_name: str = "body"):
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field_name
+
+
+MAX_JSON_DEPTH = 32  # the service's bodies nest 4 deep; a deeper one is an attack on the parser, not a request
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = re.compile(rb"[^\[\]{}]+")
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise BodyRefused(422, "invalid_input", f"the key {key!r} appears twice in one object", key)
+        seen[key] = value
+    return seen
+
+
+def strict_json(body: bytes) -> object:
+    """``body`` parsed as JSON, or :class:`BodyRefused`: not UTF-8, not JSON, nested deeper than
+    MAX_JSON_DEPTH (400 naming ``body``), a key twice in one object (422 naming the key)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BodyRefused(400, "invalid_body", f"the body is not UTF-8 (byte {error.start})") from None
+    depth = deepest = 0
+    for bracket in _NOT_BRACKETS.sub(b"", _JSON_STRING.sub(b"", body)):  # strings out first: "[" in a text
+        depth += 1 if bracket in b"[{" else -1
+        deepest = max(deepest, depth)
+    if deepest > MAX_JSON_DEPTH:
+        raise BodyRefused(400, "invalid_body", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
+    except json.JSONDecodeError as error:
+        raise BodyRefused(400, "invalid_body", f"the body is not JSON: {error.msg} at character {error.pos}") from None
+
+
+class RequestBodyGuard:
+    """ASGI middleware: reads a request's whole body before the app sees it and refuses, in the service's
+    error shape, one over ``max_bytes`` (declared or streamed: 413), one not sent within ``timeout_seconds``
+    (408) and one that is not strict JSON (:func:`strict_json`). The app then reads the body as sent."""
+
+    def __init__(self, app, max_bytes: int, timeout_seconds: float):
+        self.app, self.max_bytes, self.timeout_seconds = app, max_bytes, timeout_seconds
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        try:
+            body = await self._read(scope, receive)
+            if body.strip():
+                strict_json(body)
+        except BodyRefused as refused:
+            return await self._answer(send, refused)
+        except _Disconnected:
+            return None
+        delivered = False
+
+        async def replay():
+            nonlocal delivered
+            if delivered:  # the app reads on only to see the client leave
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _read(self, scope, receive) -> bytes:
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            raise self._too_large()
+        chunks, size = [], 0
+        deadline = asyncio.get_running_loop().time() + self.timeout_seconds
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(remaining, 0.001))
+            except TimeoutError:
+                raise BodyRefused(408, "body_timeout", f"the body was not sent within {self.timeout_seconds:g} s") from None
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _too_large(self) -> BodyRefused:
+        return BodyRefused(413, "payload_too_large", f"the request body is over {self.max_bytes:,} bytes")
+
+    @staticmethod
+    async def _answer(send, refused: BodyRefused) -> None:
+        body = json.dumps(error_body(refused.code, refused.message, refused.field)).encode()
+        # The rest of a refused body is not read: the connection closes after the answer.
+        await send({"type": "http.response.start", "status": refused.status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _Disconnected(Exception):
     pass
 
 
-class BodySizeLimit:
-    """ASGI middleware: a request whose body passes ``max_bytes`` (declared or streamed) gets a 413 in the
-    service's error shape before any of it is parsed."""
-
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            return await self._refuse(send)
-        seen = 0
-        started = False
-
-        async def counted_receive():
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLarge
-            return message
-
-        async def tracked_send(message):
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted_receive, tracked_send)
-        except BodyTooLarge:
-            if not started:
-                await self._refuse(send)
-
-    async def _refuse(self, send):
-        body = json.dumps(error_body("payload_too_large", f"the request body is over {self.max_bytes:,} bytes",
-                                     "body")).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+def recall_limit_error(query: str, k: int, *, max_query_chars: int, max_k: int) -> tuple[str, str] | None:
+    """The (field, message) a recall breaks the service's limits with, or None: the HTTP API and the MCP
+    tools answer the same limits."""
+    if len(query) > max_query_chars:
+        return "query", f"at most {max_query_chars} characters"
+    if not 1 <= k <= max_k:
+        return "k", f"must be between 1 and {max_k}"
+    return None

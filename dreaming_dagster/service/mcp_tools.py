@@ -2,16 +2,25 @@
 stdio with the official ``mcp`` SDK, so an agent framework uses the memory directly.
 
 The server runs where the agent runs, with the operator's database settings; the tenant (``kg_id``) is
-fixed when it starts (``--kg-id``), so a tool call can name a user but never another tenant.
+fixed when it starts (``--kg-id``), so a tool call can name a user but never another tenant. Its limits are
+the HTTP API's (DREAMING_SERVE_MAX_K, DREAMING_SERVE_MAX_QUERY_CHARS), and every line a client sends is
+answered: one that is not a JSON-RPC message gets a JSON-RPC error (:func:`serve_stdio`).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import anyio
+import mcp_types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from mcp.server.stdio import stdio_server
+from pydantic import BaseModel, ValidationError
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
@@ -46,6 +55,7 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
     from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_pairs
     from dreaming_dagster.pipeline.sync import save_and_sync
     from dreaming_dagster.retrieval.recaller import Recaller
+    from dreaming_dagster.service.limits import recall_limit_error
 
     kg_id = validate_identifier(kg_id, "kg_id")
     database = database or Database.from_settings(settings, pool_size=settings.serve_connections)
@@ -86,6 +96,9 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
     @server.tool()
     def recall(user_id: str, query: str, k: int = 5, session_id: str | None = None) -> Recalled:
         """The ``k`` memories of the user that best answer ``query``, best first, each with its score."""
+        broken = recall_limit_error(query, k, max_query_chars=settings.serve_max_query_chars, max_k=settings.serve_max_k)
+        if broken:
+            raise ToolError(f"field '{broken[0]}': {broken[1]}")
         try:
             result = recaller.recall(user_id, query, k, session_id=session_id, kg_id=kg_id)
         except InvalidInputError as error:
@@ -96,3 +109,88 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
             for m in result.memories])
 
     return server
+
+
+# JSON-RPC's error codes for a message that cannot be read.
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+
+
+def rpc_error(message_id: object, code: int, text: str) -> str:
+    """A JSON-RPC error answer (``id`` null when the message's own cannot be read)."""
+    ident = message_id if isinstance(message_id, str | int) and not isinstance(message_id, bool) else None
+    return json.dumps({"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": text}}) + "\n"
+
+
+def read_line(raw: bytes) -> tuple[str | None, str | None]:
+    """One line from the client: (the message to hand the SDK, None), or (None, the error to answer), or
+    (None, None) for a blank line. The SDK drops a line it cannot read without a word; here each such line
+    is answered: not UTF-8, not JSON, text that cannot be text (a lone surrogate escape such as \\ud800),
+    or JSON that is no JSON-RPC message."""
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as error:
+        return None, rpc_error(None, PARSE_ERROR, f"Parse error: the line is not UTF-8 (byte {error.start})")
+    if not text:
+        return None, None
+    try:
+        message = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        reason = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deeply"
+        return None, rpc_error(None, PARSE_ERROR, f"Parse error: {reason}")
+    message_id = message.get("id") if isinstance(message, dict) else None
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return None, rpc_error(message_id, INVALID_REQUEST, "Invalid request: a string holds a lone surrogate "
+                               "(an escape such as \\ud800 that is no character)")
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValidationError as error:
+        return None, rpc_error(message_id, INVALID_REQUEST, f"Invalid request: {error.errors()[0]['msg']}")
+    return text, None
+
+
+class _LineWriter:
+    """The wire to the client, one whole line at a time: the SDK's answers and this module's errors come
+    from different tasks."""
+
+    def __init__(self, fd: int):
+        self._file = anyio.wrap_file(os.fdopen(fd, "w", encoding="utf-8", buffering=1))
+        self._lock = anyio.Lock()
+
+    async def write(self, line: str) -> None:
+        async with self._lock:
+            await self._file.write(line)
+            await self._file.flush()
+
+    async def flush(self) -> None:  # each write flushes
+        return None
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve ``server`` over this process's stdin and stdout until stdin closes, answering every line."""
+    # The wire keeps private descriptors; fd 0 reads nothing and fd 1 goes to stderr meanwhile, so stray
+    # output of a library cannot corrupt the protocol (what the SDK's own stdio transport does).
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    writer = _LineWriter(wire_out)
+
+    async def lines() -> AsyncIterator[str]:
+        async for raw in anyio.wrap_file(os.fdopen(wire_in, "rb")):
+            message, error = read_line(raw)
+            if error:
+                await writer.write(error)
+            elif message:
+                yield message
+
+    async with stdio_server(stdin=lines(), stdout=writer) as (read_stream, write_stream):  # type: ignore[arg-type]
+        lowlevel = server._lowlevel_server  # noqa: SLF001 - what MCPServer.run_stdio_async runs, on these streams
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def run_stdio(server: MCPServer) -> None:
+    sys.stdout.flush()
+    anyio.run(serve_stdio, server)

@@ -1,0 +1,400 @@
+"""The service under attack and after a crash, probed from outside as a hostile client would: `dreaming serve`
+on its own embedded Postgres, killed with SIGKILL mid-sync and restarted on the same port, stopped past its
+grace period, flooded with wrong keys, held open by idle and slow connections; malformed bodies; two tenants
+sharing user ids; `dreaming mcp` fed lines that are no messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.service import keys
+from dreaming_dagster.service.app import create_app
+from dreaming_dagster.storage import embedded
+from tests.conftest import PROJECT_ROOT, free_port, pair
+
+CLI = [sys.executable, "-m", "dreaming_dagster.cli"]
+
+
+# ------------------------------------------------------------------------------------ a real server
+class Served:
+    """`dreaming serve` subprocesses on the embedded default in a data directory of their own."""
+
+    def __init__(self, data_dir: Path, stub_url: str, **settings: str):
+        self.data_dir = data_dir
+        self.env = {name: value for name, value in os.environ.items()
+                    if not name.startswith("DREAMING_") and name != "DAGSTER_HOME"}
+        self.env |= {"DREAMING_DATA_DIR": str(data_dir), "DREAMING_EMBEDDING_PROVIDER": "openai",
+                     "DREAMING_EMBEDDING_MODEL": "stub-embed-16", "DREAMING_EMBEDDING_DIMENSIONS": "16",
+                     "DREAMING_EMBEDDING_BASE_URL": stub_url, **settings}
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*CLI, *args], env=self.env, cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              timeout=120)
+
+    def key(self, tenant: str) -> dict[str, str]:
+        created = self.cli("keys", "create", "--tenant", tenant)
+        assert created.returncode == 0, created.stderr
+        return {"Authorization": f"Bearer {created.stdout.strip().splitlines()[-1]}"}
+
+    def start(self) -> subprocess.Popen:
+        """A server whose output goes to a file (a pipe nobody reads would fill and block its access log)."""
+        self.started = getattr(self, "started", 0) + 1
+        log = self.data_dir / f"serve-{self.started}.log"
+        with log.open("w") as out:
+            process = subprocess.Popen([*CLI, "serve", "--port", str(self.port)], env=self.env, cwd=PROJECT_ROOT,
+                                       stdout=out, stderr=subprocess.STDOUT, text=True)
+        process.log = log
+        return process
+
+    def wait_healthy(self, process: subprocess.Popen, within: float = 120) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < within:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return time.monotonic() - started
+            except httpx.HTTPError:
+                time.sleep(0.1)
+            assert process.poll() is None, process.log.read_text()
+        raise AssertionError("dreaming serve did not come up")
+
+    def postmaster_pid(self) -> int:
+        return int((self.data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+
+    def admin_connection(self) -> psycopg.Connection:
+        return psycopg.connect(embedded.embedded_url(self.data_dir / "pgdata", "dreaming"), autocommit=True)
+
+    def graph_lock_held(self, user_id: str = "alice", kg_id: str = "acme") -> bool:
+        """Whether a sync holds the graph lock of (user, kg) (pipeline/stages.user_graph_lock's key)."""
+        with self.admin_connection() as conn:
+            return conn.execute(
+                "WITH k AS (SELECT hashtextextended(%s, 0) AS key) SELECT count(*) FROM pg_locks, k "
+                "WHERE locktype = 'advisory' AND granted AND classid::bigint = (key >> 32) & 4294967295 "
+                "AND objid::bigint = key & 4294967295", (f"dreaming-graph\x1f{user_id}\x1f{kg_id}",)).fetchone()[0] > 0
+
+    def stop_database(self) -> None:
+        embedded.stop(self.data_dir / "pgdata")
+
+
+@pytest.fixture
+def served(tmp_path_factory, openai_stub):
+    # A short path: the embedded server's socket lives in the data directory.
+    servers = Served(tmp_path_factory.mktemp("srv"), openai_stub.base_url, DREAMING_SERVE_SHUTDOWN_SECONDS="1")
+    yield servers
+    servers.stop_database()
+
+
+def big_save(count: int, offset: int = 0) -> list[dict]:
+    return [pair(offset + i, session=f"s{i // 20}", user_message=f"I met Priya Sharma in Lisbon about the Tesla "
+                 f"order number {offset + i}", assistant_message=f"Noted the Lisbon meeting {offset + i}.")
+            for i in range(count)]
+
+
+def sync_in_background(served: Served, headers: dict, pairs: list[dict]) -> tuple[threading.Thread, list]:
+    answer: list = []
+
+    def send() -> None:
+        try:
+            answer.append(httpx.post(f"{served.url}/v1/pairs", headers=headers, timeout=120,
+                                     json={"user_id": "alice", "sync": True, "pairs": pairs}))
+        except httpx.HTTPError as error:
+            answer.append(error)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread, answer
+
+
+def wait_for(condition, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"waited {within} s for {what}")
+
+
+def test_a_server_killed_mid_sync_leaves_nothing_behind_and_restarts_on_its_port(served):
+    headers = served.key("acme")
+    first = served.start()
+    served.wait_healthy(first)
+    postmaster = served.postmaster_pid()
+    # A second server on the taken port fails before it touches the database: the first and Postgres live on.
+    refused = served.start()
+    assert refused.wait(timeout=60) != 0 and "cannot listen" in refused.log.read_text()
+    assert served.postmaster_pid() == postmaster and psutil.pid_exists(postmaster)
+    assert httpx.get(f"{served.url}/healthz", timeout=5).status_code == 200
+
+    thread, answer = sync_in_background(served, headers, big_save(600))
+    # Mid-sync, with the extraction's worker processes parsing (a batch of 400 goes to two of them).
+    wait_for(lambda: served.graph_lock_held() and len(psutil.Process(first.pid).children()) >= 2, 90,
+             "the sync to hold the user's graph lock with its extraction workers started")
+    family = [first.pid] + [child.pid for child in psutil.Process(first.pid).children(recursive=True)]
+    first.kill()
+    first.wait(timeout=10)
+    gone, alive = psutil.wait_procs([psutil.Process(pid) for pid in family if psutil.pid_exists(pid)], timeout=10)
+    assert not alive, f"processes of the killed server survive: {alive}"
+    thread.join(timeout=30)
+    assert answer and isinstance(answer[0], httpx.HTTPError)  # the client is told at once: the connection closed
+
+    restarted = served.start()
+    try:
+        assert served.wait_healthy(restarted, within=30) < 30
+        assert served.postmaster_pid() == postmaster  # the embedded Postgres kept running throughout
+        synced = httpx.post(f"{served.url}/v1/sync", headers=headers, json={"user_id": "alice", "report": True},
+                            timeout=120)
+        assert synced.status_code == 200, synced.text
+        broken = ("without links", "duplicated", "share a name", "parked")  # graph_warnings' health checks
+        assert not [w for w in synced.json()["warnings"] if any(word in w for word in broken)], synced.text
+        memory = httpx.get(f"{served.url}/v1/users/alice/stats", headers=headers, timeout=30).json()["memory"]
+        assert memory["pending_embedding"] == memory["pending_extraction"] == 0
+        assert memory["pairs"] == 600  # saved before the sync began: the kill cost none of it
+        # SIGTERM while a sync outlasts the grace period (1 s): the server and all of it end, the client is
+        # answered (the connection closes) instead of waiting for its own timeout.
+        thread, answer = sync_in_background(served, headers, big_save(600, offset=1000))
+        wait_for(served.graph_lock_held, 90, "the second sync to hold the graph lock")
+        family = [restarted.pid] + [c.pid for c in psutil.Process(restarted.pid).children(recursive=True)]
+        signalled = time.monotonic()
+        restarted.send_signal(signal.SIGTERM)
+        restarted.wait(timeout=30)
+        gone, alive = psutil.wait_procs([psutil.Process(pid) for pid in family if psutil.pid_exists(pid)], timeout=10)
+        assert not alive
+        thread.join(timeout=30)
+        assert answer and time.monotonic() - signalled < 30
+    finally:
+        for process in (first, restarted):
+            if process.poll() is None:
+                process.kill()
+    assert served.postmaster_pid() == postmaster and psutil.pid_exists(postmaster)
+
+
+def test_wrong_keys_are_throttled_before_the_database_and_timeouts_close_slow_clients(served):
+    served.env |= {"DREAMING_SERVE_HEADER_TIMEOUT_SECONDS": "1", "DREAMING_SERVE_BODY_TIMEOUT_SECONDS": "2",
+                   "DREAMING_SERVE_IDLE_TIMEOUT_SECONDS": "1"}
+    headers = served.key("acme")
+    process = served.start()
+    try:
+        served.wait_healthy(process)
+        with served.admin_connection() as conn:
+            def transactions() -> int:
+                return conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                                    "WHERE datname = 'dreaming'").fetchone()[0]
+
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            before = transactions()
+            statuses = []
+            started = time.monotonic()
+            with httpx.Client(timeout=10) as client:
+                for _ in range(2000):
+                    statuses.append(client.post(f"{served.url}/v1/recall", json={"user_id": "u", "query": "q"},
+                                                headers={"Authorization": f"Bearer dd_{secrets.token_urlsafe(32)}"}
+                                                ).status_code)
+            flood_seconds = time.monotonic() - started
+            time.sleep(0.6)  # the statistics collector's flush
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            spent = transactions() - before - 1  # less this query's own
+        after_burst = statuses[DreamingSettings().serve_auth_failure_burst:]
+        assert set(statuses) <= {401, 429} and flood_seconds < 120
+        assert after_burst.count(429) >= 0.95 * len(after_burst), statuses.count(429)
+        assert spent <= 20, f"{spent} database transactions for 2,000 wrong keys"
+        # A key sent in the query string is refused and never written to the log.
+        secret = headers["Authorization"].split()[1]
+        assert httpx.get(f"{served.url}/v1/users/u/stats?api_key={secret}", timeout=5).status_code in (401, 429)
+
+        # A connection that sends nothing, and one that sends its headers a byte at a time, are closed.
+        idle = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(20)]
+        slow = socket.create_connection(("127.0.0.1", served.port))
+        started = time.monotonic()
+        for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\n":
+            try:
+                slow.send(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.2)
+            if time.monotonic() - started > 6:
+                break
+        for conn in [*idle, slow]:
+            conn.settimeout(5)
+            answer = conn.recv(4096)
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer
+            conn.close()
+        assert time.monotonic() - started < 10
+        # A body sent a byte a second: 408 naming the body after the body timeout (2 s).
+        body = json.dumps({"user_id": "u", "query": "slow"}).encode()
+        slow_body = socket.create_connection(("127.0.0.1", served.port))
+        slow_body.send(b"POST /v1/recall HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+                       + f"Authorization: {headers['Authorization']}\r\ncontent-length: {len(body)}\r\n\r\n".encode())
+        started = time.monotonic()
+        slow_body.settimeout(0.5)
+        received = b""
+        for byte in body:
+            try:
+                slow_body.send(bytes([byte]))
+                received += slow_body.recv(4096)
+                break
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+        slow_body.settimeout(5)
+        while chunk := slow_body.recv(4096):  # the rest of the answer, until the server closes
+            received += chunk
+        assert received.startswith(b"HTTP/1.1 408") and b'"field": "body"' in received, received
+        assert time.monotonic() - started < 6
+        slow_body.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    log = process.log.read_text()
+    assert secret not in log and "?[redacted]" in log
+
+
+# ----------------------------------------------------------------------------------------- in process
+@pytest.fixture
+def service(database, database_url, embedder16, tmp_path):
+    app = create_app(DreamingSettings(database_url=database_url, data_dir=tmp_path, serve_max_body_bytes=5000),
+                     database=database, embedder=embedder16)
+    with TestClient(app) as client:
+        secrets_by_tenant = {tenant: keys.create_key(database, embedder16.spec, tenant)[0] for tenant in ("acme", "globex")}
+        yield client, {tenant: {"Authorization": f"Bearer {secret}"} for tenant, secret in secrets_by_tenant.items()}
+
+
+def test_malformed_bodies_are_refused_naming_the_body_or_the_field(service):
+    client, headers = service
+    h = {**headers["acme"], "content-type": "application/json"}
+
+    def streamed(size: int):
+        for _ in range(size // 1000):
+            yield b" " * 1000
+
+    cases = [
+        (client.post("/v1/recall", headers=h, content=b'{"user_id": "u", "query": "\xff\xfe"}'), 400, "body"),
+        (client.post("/v1/recall", headers=h, content=b"[" * 990 + b"]" * 990), 400, "body"),
+        (client.post("/v1/recall", headers=h, content=b'{"user_id": "u", "query": '), 400, "body"),
+        (client.post("/v1/recall", headers=h, content=streamed(20_000)), 413, "body"),
+        (client.post("/v1/recall", headers=h, content=b'{"user_id": "u", "query": "a", "query": "b"}'), 422, "query"),
+        (client.post("/v1/recall", headers=h, json={"user_id": "u", "query": "q", "k": "10"}), 422, "k"),
+        (client.post("/v1/recall", headers=h, json={"user_id": "u", "query": "q", "k": True}), 422, "k"),
+        (client.post("/v1/recall", headers=h, json={"user_id": "u", "query": "q", "as_of": 12345}), 422, "as_of"),
+        (client.post("/v1/sync", headers=h, json={"user_id": "u", "report": "yes"}), 422, "report"),
+        (client.post("/v1/pairs", headers=h, json={"user_id": "u", "pairs": [], "strict": 1}), 422, "strict"),
+    ]
+    for response, status, field in cases:
+        assert (response.status_code, response.json()["error"]["field"]) == (status, field), response.text
+    assert client.post("/v1/recall", headers=h, json={"user_id": "u", "query": "q", "k": 3}).status_code == 200
+
+
+def test_failed_authentications_are_throttled_per_address(database, database_url, embedder16, tmp_path):
+    app = create_app(DreamingSettings(database_url=database_url, data_dir=tmp_path, serve_auth_failure_burst=3,
+                                      serve_auth_failure_rate=0.1), database=database, embedder=embedder16)
+    with TestClient(app) as client:
+        good = {"X-API-Key": keys.create_key(database, embedder16.spec, "acme")[0]}
+        used = {"X-API-Key": keys.create_key(database, embedder16.spec, "acme")[0]}
+        assert client.get("/v1/users/u/stats", headers=used).status_code == 200
+        statuses = [client.get("/v1/users/u/stats", headers={"X-API-Key": f"dd_{n}"}).status_code for n in range(5)]
+        assert statuses == [401, 401, 401, 429, 429]
+        limited = client.get("/v1/users/u/stats", headers=good)  # refused before the key is looked up
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+        # A key that authenticated before is still looked up from the throttled address, and honoured...
+        assert client.get("/v1/users/u/stats", headers=used).status_code == 200
+        (row,) = [k for k in keys.list_keys(database, embedder16.spec) if k["prefix"] == used["X-API-Key"][:10]]
+        keys.revoke_key(database, embedder16.spec, row["id"])
+        assert client.get("/v1/users/u/stats", headers=used).status_code == 401  # ...until it is revoked
+        assert client.get("/v1/users/u/stats", headers=used).status_code == 429
+    with TestClient(app, client=("10.1.2.3", 5000)) as other_address:
+        assert other_address.get("/v1/users/u/stats", headers=good).status_code == 200
+
+
+@settings(max_examples=int(os.environ.get("DREAMING_FUZZ_EXAMPLES", 15)), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(saves=st.lists(st.tuples(st.sampled_from(["acme", "globex"]), st.sampled_from(["ann", "bob"]),
+                                st.integers(0, 50), st.booleans()), min_size=1, max_size=5),
+       actor=st.sampled_from(["acme", "globex"]), user=st.sampled_from(["ann", "bob"]))
+def test_two_tenants_sharing_user_ids_never_see_each_others_work(service, database, saves, actor, user):
+    """A tenant's save, sync, report and stats touch and count only its own graph of a user: whatever the
+    other tenant stored, deferred or broke for the same user id, the answer is the one it would be alone."""
+    client, headers = service
+    other = "globex" if actor == "acme" else "acme"
+    for tenant, who, n, embed in saves:
+        assert client.post("/v1/pairs", headers=headers[tenant], json={
+            "user_id": who, "embed": embed, "pairs": [pair(n, user_message=f"{tenant} {who} note {n}")]}).status_code == 200
+    with database.connect() as conn:  # the other tenant's graph of the user has a stored pair with no links
+        conn.execute("UPDATE pair_stages SET extracted_subjects = '[{\"name\": \"X\"}]', extracted_at = now(), "
+                     "subjects_merged_at = now(), kg_stored_at = now() WHERE user_id = %s AND kg_id = %s",
+                     (user, other))
+        others_before = conn.execute(
+            "SELECT count(*) FILTER (WHERE embedding IS NULL) AS unembedded, count(*) AS pairs FROM memory_pairs "
+            "WHERE user_id = %s AND kg_id = %s", (user, other)).fetchone()
+    mine = sum(1 for tenant, who, n, _ in {(t, w, n, None) for t, w, n, _ in saves} if tenant == actor and who == user)
+    mine_unembedded = client.get(f"/v1/users/{user}/stats", headers=headers[actor]).json()["memory"]
+    synced = client.post("/v1/sync", headers=headers[actor], json={"user_id": user, "report": True}).json()
+    assert synced["embedding"].get("embedded", 0) == (mine_unembedded["pending_embedding"] if mine_unembedded else 0)
+    assert synced["warnings"] == []  # the other tenant's broken graph is not this one's warning
+    assert all(r["kg_id"] == actor for r in synced["graph"])
+    stats = client.get(f"/v1/users/{user}/stats", headers=headers[actor]).json()
+    assert (stats["memory"]["pairs"] if stats["memory"] else 0) == mine
+    with database.connect() as conn:
+        others_after = conn.execute(
+            "SELECT count(*) FILTER (WHERE embedding IS NULL) AS unembedded, count(*) AS pairs FROM memory_pairs "
+            "WHERE user_id = %s AND kg_id = %s", (user, other)).fetchone()
+        conn.execute("DELETE FROM memory_pairs")  # the next example starts empty
+    assert others_after == others_before  # nothing of the other tenant's was embedded, written or removed
+
+
+# ------------------------------------------------------------------------------------------------ MCP
+def test_mcp_answers_every_line_and_shares_the_http_limits(cli_env):
+    process = subprocess.Popen([*CLI, "mcp", "--kg-id", "agents"], env={**os.environ}, cwd=PROJECT_ROOT,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    replies: list[dict] = []
+    reader = threading.Thread(target=lambda: [replies.append(json.loads(line)) for line in process.stdout], daemon=True)
+    reader.start()
+
+    def send(raw: bytes, expect: int) -> dict:
+        process.stdin.write(raw + b"\n")
+        process.stdin.flush()
+        wait_for(lambda: len(replies) >= expect, 120, f"reply {expect} to {raw[:60]!r}")
+        return replies[expect - 1]
+
+    def call(ident: int, name: str, arguments: dict) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+                           "params": {"name": name, "arguments": arguments}}).encode()
+
+    try:
+        init = send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}).encode(), 1)
+        assert init["id"] == 1 and "result" in init
+        process.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        assert send(b'{"jsonrpc": "2.0", "id": 2, "method": "tools/li', 2)["error"]["code"] == -32700  # truncated
+        lone = send(b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recall", '
+                    b'"arguments": {"user_id": "u", "query": "\\ud800"}}}', 3)
+        assert lone["id"] == 3 and lone["error"]["code"] == -32600
+        assert send(b"\xff\xfe{}", 4)["error"]["code"] == -32700
+        assert send(b'{"no": "message"}', 5)["error"]["code"] == -32600
+        too_many = send(call(6, "recall", {"user_id": "u", "query": "q", "k": 101}), 6)
+        assert too_many["result"]["isError"] and "'k'" in too_many["result"]["content"][0]["text"]
+        too_long = send(call(7, "recall", {"user_id": "u", "query": "x" * 4001}), 7)
+        assert too_long["result"]["isError"] and "'query'" in too_long["result"]["content"][0]["text"]
+        fine = send(call(8, "recall", {"user_id": "u", "query": "q", "k": 100}), 8)
+        assert fine["id"] == 8 and not fine["result"].get("isError")
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)
