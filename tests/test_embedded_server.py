@@ -78,7 +78,13 @@ def test_exec_gives_its_command_default_interrupt_handling(tmp_path):
 def _child_sleep_running(parent_pid: int) -> bool:
     import psutil
 
-    return any(child.name() == "sleep" for child in psutil.Process(parent_pid).children())
+    def name(child: psutil.Process) -> str:
+        try:
+            return child.name()
+        except psutil.NoSuchProcess:  # a short-lived child (the server's pg_ctl) gone meanwhile
+            return ""
+
+    return any(name(child) == "sleep" for child in psutil.Process(parent_pid).children())
 
 
 SHOW_SHARED_BUFFERS = """

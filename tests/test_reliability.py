@@ -146,6 +146,30 @@ def test_concurrent_savers_of_shuffled_overlapping_batches_store_each_pair_once(
     assert count_pairs(database, "alice") == 240
 
 
+def test_an_embedding_write_that_does_not_take_ends_the_run_instead_of_looping(database, embedder16):
+    """A pair still pending after its vectors were written (here a trigger undoes the write) is left for a
+    later run and named; the run ends instead of reading the same batch forever."""
+    import threading
+
+    from dreaming_dagster.ingest.embedding import embed_pending_pairs
+
+    save_pairs("ann", [pair(1), pair(2)], database=database, embedder=embedder16, embed=False)
+    with database.connect() as conn:
+        conn.execute("CREATE FUNCTION undo_embedding() RETURNS trigger LANGUAGE plpgsql AS "
+                     "$$ BEGIN NEW.embedding := NULL; RETURN NEW; END $$")
+        conn.execute("CREATE TRIGGER undo_embedding BEFORE UPDATE ON memory_pairs FOR EACH ROW "
+                     "WHEN (NEW.user_message = 'user message 2') EXECUTE FUNCTION undo_embedding()")
+    runs: list = []
+    embedding = threading.Thread(target=lambda: runs.append(embed_pending_pairs(database, embedder16, "ann")),
+                                 daemon=True)
+    embedding.start()
+    embedding.join(timeout=60)
+    assert not embedding.is_alive(), "the embedding stage looped on a pair its write could not finish"
+    (run,) = runs
+    assert run.embedded == 2 and len(run.failed_pairs) == 1 and "still pending" in run.last_error
+    assert user_stats(database, "ann")[0]["pending_embedding"] == 1
+
+
 # ------------------------------------------------------------------------- 2. old pairs and far as_of
 @pytest.mark.parametrize("with_model", [False, True])
 def test_very_old_pairs_never_break_recall(database, tmp_path, with_model):

@@ -69,6 +69,7 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
     kg_ids = scoped_kgs(database, user_id, kg_ids)
     run = EmbeddingRun()
     consecutive_failures = 0
+    written: set = set()  # pairs whose vectors this run has written
     while True:
         with database.connect() as conn:
             batch = conn.execute(load_sql("memory_pairs/pending_embedding_batch"),
@@ -77,6 +78,11 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
                                  ).fetchall()
         if not batch:
             break
+        still_pending = [str(r["id"]) for r in batch if r["id"] in written]
+        if still_pending:  # written and yet pending (a row changed under the run): left for a later run, no loop
+            run.failed_pairs += still_pending
+            run.last_error = f"{len(still_pending)} pair(s) still pending after their vectors were written"
+            continue
         # Words first (a deferred save left them out; a no-op for pairs already indexed), in their own
         # transaction: an embedder outage below does not keep the pairs from word search.
         run.words_not_indexed += index_words(database, user_id, [r["id"] for r in batch], kg_ids)
@@ -103,6 +109,7 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
                     {"id": row["id"], "user_id": user_id, "kg_ids": kg_ids, "embedding": vector, "reply_embedding": reply}
                     for row, (vector, reply) in updates])
             run.embedded += len(updates)
+            written.update(row["id"] for row, _ in updates)
             if on_batch:
                 on_batch(len(updates))
         if run.stopped_early:
