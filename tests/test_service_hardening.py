@@ -178,6 +178,7 @@ def test_a_server_killed_mid_sync_leaves_nothing_behind_and_restarts_on_its_port
         signalled = time.monotonic()
         restarted.send_signal(signal.SIGTERM)
         restarted.wait(timeout=30)
+        print(f"SIGTERM past a 1 s grace period: the server exited {time.monotonic() - signalled:.1f} s after it")
         gone, alive = psutil.wait_procs([psutil.Process(pid) for pid in family if psutil.pid_exists(pid)], timeout=10)
         assert not alive
         thread.join(timeout=30)
