@@ -76,3 +76,21 @@ def test_compact_pass_bench(tmp_path):
 def test_llm_cost_bench_reads_the_committed_results(tmp_path):
     result = run_bench("llm_cost", out=tmp_path / "r.json")
     assert result["per_1000_pairs"]["input_tokens"] > 0
+
+
+def test_extraction_workers_bench(tmp_path):
+    # 200 pairs: the smallest batch the worker processes take
+    result = run_bench("extraction_workers", "--pairs", "200", "--runs", "1", out=tmp_path / "r.json")
+    assert set(result["variants"]) == {"in process", "2 workers started per sync", "2 workers kept"}
+    assert all(cell["median_s"] > 0 for cell in result["variants"].values())
+    assert result["variants"]["in process"]["time_vs_in_process"] == 1.0
+
+
+def test_service_faults_bench(tmp_path):
+    result = run_bench("service_faults", "--pairs", "200", "--wrong-keys", "50", out=tmp_path / "r.json")
+    kill = result["kill_mid_sync"]
+    assert kill["workers_at_kill"] >= 2 and kill["processes_alive_10_s_after"] == 0
+    assert kill["postgres_kept_running"] and kill["pending_after_next_sync"] == 0 and kill["pairs_stored"] == 200
+    assert result["sigterm_past_grace"]["processes_alive_10_s_after"] == 0
+    flood = result["wrong_keys"]
+    assert flood["answered_429_after_burst"] == flood["after_burst"] == 45 and flood["database_transactions"] <= 20

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.service import keys
 from dreaming_dagster.service.app import create_app
+from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from tests.conftest import PROJECT_ROOT, free_port, pair
 
@@ -86,10 +87,7 @@ class Served:
     def graph_lock_held(self, user_id: str = "alice", kg_id: str = "acme") -> bool:
         """Whether a sync holds the graph lock of (user, kg) (pipeline/stages.user_graph_lock's key)."""
         with self.admin_connection() as conn:
-            return conn.execute(
-                "WITH k AS (SELECT hashtextextended(%s, 0) AS key) SELECT count(*) FROM pg_locks, k "
-                "WHERE locktype = 'advisory' AND granted AND classid::bigint = (key >> 32) & 4294967295 "
-                "AND objid::bigint = key & 4294967295", (f"dreaming-graph\x1f{user_id}\x1f{kg_id}",)).fetchone()[0] > 0
+            return conn.execute(load_sql("bench/graph_lock_held"), {"user_id": user_id, "kg_id": kg_id}).fetchone()[0]
 
     def stop_database(self) -> None:
         embedded.stop(self.data_dir / "pgdata")
@@ -159,7 +157,6 @@ def test_a_server_killed_mid_sync_leaves_nothing_behind_and_restarts_on_its_port
     restarted = served.start()
     try:
         restart_seconds = served.wait_healthy(restarted, within=30)
-        print(f"restarted: /healthz answered {restart_seconds:.1f} s after the start")
         assert restart_seconds < 10
         assert served.postmaster_pid() == postmaster  # the embedded Postgres kept running throughout
         synced = httpx.post(f"{served.url}/v1/sync", headers=headers, json={"user_id": "alice", "report": True},
@@ -178,7 +175,6 @@ def test_a_server_killed_mid_sync_leaves_nothing_behind_and_restarts_on_its_port
         signalled = time.monotonic()
         restarted.send_signal(signal.SIGTERM)
         restarted.wait(timeout=30)
-        print(f"SIGTERM past a 1 s grace period: the server exited {time.monotonic() - signalled:.1f} s after it")
         gone, alive = psutil.wait_procs([psutil.Process(pid) for pid in family if psutil.pid_exists(pid)], timeout=10)
         assert not alive
         thread.join(timeout=30)
@@ -199,8 +195,7 @@ def test_wrong_keys_are_throttled_before_the_database_and_timeouts_close_slow_cl
         served.wait_healthy(process)
         with served.admin_connection("postgres") as conn:  # another database: its queries are not counted
             def transactions() -> int:
-                return conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                                    "WHERE datname = 'dreaming'").fetchone()[0]
+                return conn.execute(load_sql("bench/database_transactions"), {"database": "dreaming"}).fetchone()[0]
 
             time.sleep(11)  # the server's start-up transactions reported first
             conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -217,8 +212,6 @@ def test_wrong_keys_are_throttled_before_the_database_and_timeouts_close_slow_cl
             conn.execute("SELECT pg_stat_clear_snapshot()")
             spent = transactions() - before
         after_burst = statuses[DreamingSettings().serve_auth_failure_burst:]
-        print(f"wrong keys: {after_burst.count(429)} of {len(after_burst)} after the burst answered 429, "
-              f"{spent} database transactions, {flood_seconds:.1f} s")
         assert set(statuses) <= {401, 429} and flood_seconds < 120
         assert after_burst.count(429) >= 0.95 * len(after_burst), statuses.count(429)
         assert spent <= 20, f"{spent} database transactions for 2,000 wrong keys"
