@@ -186,6 +186,18 @@ def test_a_server_killed_mid_sync_leaves_nothing_behind_and_restarts_on_its_port
     assert served.postmaster_pid() == postmaster and psutil.pid_exists(postmaster)
 
 
+def test_sigterm_stops_the_embedded_server_the_service_started(served):
+    """The last process using the embedded Postgres stops it on its way out, a server stopped by SIGTERM
+    too (uvicorn dies by the signal it re-raises, which skipped the exit hooks)."""
+    process = served.start()
+    served.wait_healthy(process)
+    postmaster = served.data_dir / "pgdata" / "postmaster.pid"
+    assert postmaster.exists()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == -signal.SIGTERM  # still says "stopped by SIGTERM"
+    wait_for(lambda: not postmaster.exists(), 30, "the embedded server to stop")
+
+
 def test_wrong_keys_are_throttled_before_the_database_and_timeouts_close_slow_clients(served):
     served.env |= {"DREAMING_SERVE_HEADER_TIMEOUT_SECONDS": "1", "DREAMING_SERVE_BODY_TIMEOUT_SECONDS": "2",
                    "DREAMING_SERVE_IDLE_TIMEOUT_SECONDS": "1"}

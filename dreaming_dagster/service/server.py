@@ -8,8 +8,10 @@ cannot, on its way out, stop an embedded server that other processes use.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import logging
+import signal
 import socket
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -94,6 +96,14 @@ class QueryStringRedaction(logging.Filter):
         return True
 
 
+def _die_by_signal_after_exit_hooks(signum: int, frame) -> None:
+    """uvicorn re-raises the signal that stopped it, and death by a signal skips the exit hooks: run them
+    first (pgserver's stops an embedded server no other process uses), then die by the signal as before."""
+    atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit runs
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
+
+
 def serve(settings: DreamingSettings, host: str | None = None, port: int | None = None) -> None:
     """Run the HTTP API until SIGTERM or Ctrl-C (requests in flight finish, up to serve_shutdown_seconds)."""
     import torch
@@ -111,4 +121,5 @@ def serve(settings: DreamingSettings, host: str | None = None, port: int | None 
                             forwarded_allow_ips=settings.serve_forwarded_allow_ips or None,
                             access_log=True)  # paths and statuses; never headers, never a query string
     logging.getLogger("uvicorn.access").addFilter(QueryStringRedaction())  # after Config set up the loggers
+    signal.signal(signal.SIGTERM, _die_by_signal_after_exit_hooks)  # uvicorn restores it before re-raising
     uvicorn.Server(config).run(sockets=[listening])
