@@ -152,19 +152,19 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     kg_id = validate_identifier(kg_id, "kg_id") if kg_id else None  # refused before any stage runs
     settings = default_settings()
     database = database or default_database()
-    inputs = StageInputs(database=database, user_id=user_id, kg_ids=(kg_id,) if kg_id else None,
-                         embedder=embedder or default_embedder(),
+    embedder = embedder or default_embedder()
+    started = time.perf_counter()
+    database.ensure_schema(embedder.spec)
+    kgs = [kg_id] if kg_id else stages.user_kgs(database, user_id)
+    inputs = StageInputs(database=database, user_id=user_id, kg_ids=tuple(kgs), embedder=embedder,
                          extractor=extractor or extractor_from_settings(settings),
                          refiner=refiner or refiner_from_settings(settings),
                          threshold=threshold or settings.merge_threshold, hubs=HubRule.from_settings(settings),
                          embedding_batch_size=settings.embedding_batch_size, whole_graph=report)
-    started = time.perf_counter()
     result = SyncResult(user_id=user_id)
-    database.ensure_schema(inputs.embedder.spec)
     for stage in STAGES:
         if not stage.per_graph:
             run_stage(stage, inputs, [], getattr(result, stage.result))
-    kgs = [kg_id] if kg_id else stages.user_kgs(database, user_id)
     for kg in kgs:
         with stages.user_graph_lock(database, user_id, kg):
             for stage in STAGES:

@@ -30,16 +30,17 @@ class TokenBucket:
     _levels: dict[str, tuple[float, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    max_keys: int = 100_000  # past this many, keys whose bucket has refilled are forgotten (memory stays bounded)
+    max_keys: int = 100_000  # past this many, the key used longest ago is forgotten (memory stays bounded)
 
     def take(self, key: str) -> float:
         with self._lock:
             tokens, now = self._tokens(key)
-            if tokens >= 1.0:
-                self._levels[key] = (tokens - 1.0, now)
-                return 0.0
-            self._levels[key] = (tokens, now)
-            return (1.0 - tokens) / self.rate
+            left = tokens - 1.0 if tokens >= 1.0 else tokens
+            self._levels.pop(key, None)  # re-inserted last: the dict's order is the keys' last use
+            self._levels[key] = (left, now)
+            if len(self._levels) > self.max_keys:
+                del self._levels[next(iter(self._levels))]
+            return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
 
     def peek(self, key: str) -> float:
         """What :meth:`take` would answer, without taking: 0 or the seconds until a token is there."""
@@ -49,9 +50,6 @@ class TokenBucket:
 
     def _tokens(self, key: str) -> tuple[float, float]:
         now = self.clock()
-        if key not in self._levels and len(self._levels) >= self.max_keys:
-            self._levels = {k: (level, then) for k, (level, then) in self._levels.items()
-                            if level + (now - then) * self.rate < self.burst}
         tokens, then = self._levels.get(key, (float(self.burst), now))
         return min(float(self.burst), tokens + (now - then) * self.rate), now
 
