@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import os
 import platform
 import sys
@@ -16,10 +18,31 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
 
-from dreaming_dagster.demo import default_dataset_path  # noqa: E402  (needs the path above)
+from dreaming_dagster.ingest.readers import default_dataset_path  # noqa: E402  (needs the path above)
 
 # The LongMemEval oracle file (DREAMING_LONGMEMEVAL_PATH, else ../shared/data/longmemeval/).
 ORACLE = default_dataset_path()
+
+
+def bench_parser(docstring: str, result: str) -> argparse.ArgumentParser:
+    """A bench's arguments: described by its docstring's first line, ``--out`` bench/results/<result>.json."""
+    parser = argparse.ArgumentParser(description=docstring.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULTS / f"{result}.json")
+    return parser
+
+
+def oracle_records(limit: int | None = None, dataset: Path = ORACLE) -> list[dict]:
+    """A LongMemEval file's pairs (the oracle's by default) in file order as save_pairs records: the first
+    ``limit``, or all."""
+    from dreaming_dagster.ingest.readers import (
+        LineRecord,
+        iter_longmemeval_questions,
+        longmemeval_session_records,
+    )
+
+    pairs = (item.raw for item in longmemeval_session_records(iter_longmemeval_questions(dataset))
+             if isinstance(item, LineRecord))
+    return list(itertools.islice(pairs, limit))
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -1,17 +1,15 @@
-"""An old graph cleaned by one offline compact pass: the earlier keyphrase extractor's graph of LongMemEval
+"""A dreamed graph cleaned by one offline compact pass: the offline extractor's graph of LongMemEval
 conversations, before and after `dreaming dream trigger --compact` with the offline consolidator.
 
     .venv/bin/python bench/compact_pass.py [--questions 60]
 
-Dreams the oracle's first N questions' sessions (one user) with the YAKE keyphrase extractor — what a graph
-built before the entity extractor looks like — then runs one compact pass of the offline consolidator and
-reports the graph's health before and after (subjects, singleton share, generic subjects) and what the pass
+Dreams the oracle's first N questions' sessions (one user) with the offline extractor, then runs one compact
+pass of the offline consolidator and reports the graph's health before and after (subjects, singleton share, generic subjects) and what the pass
 archived (by reason) and merged. Writes bench/results/compact_pass.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -21,7 +19,7 @@ from pathlib import Path
 
 from common import (  # first: puts the project on the import path
     ORACLE,
-    RESULTS,
+    bench_parser,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -30,7 +28,7 @@ from common import (  # first: puts the project on the import path
 from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
 from dreaming_dagster.consolidation.providers import OfflineConsolidator
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import KeyphraseExtractor
+from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.storage import embedded
@@ -46,16 +44,15 @@ def shape(database: Database, user_id: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "compact_pass")
     parser.add_argument("--dataset", type=Path, default=ORACLE)
     parser.add_argument("--questions", type=int, default=60)
-    parser.add_argument("--out", type=Path, default=RESULTS / "compact_pass.json")
     args = parser.parse_args()
     embedder = LocalMiniLMEmbedder()
     with tempfile.TemporaryDirectory(prefix="dd-compact-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        database = Database(embedded.scratch_database_url(embedded_admin_url(Path(tmp) / "pgdata"),
+        database = Database(embedded.fresh_database_url(embedded_admin_url(Path(tmp) / "pgdata"),
                                                           "compact"))
-        manifest = load_benchmark_memory(database, embedder, KeyphraseExtractor(), OfflineRefiner(), args.dataset,
+        manifest = load_benchmark_memory(database, embedder, OfflineExtractor(), OfflineRefiner(), args.dataset,
                                          mode="one-user", user_prefix="old", limit=args.questions)
         (user,) = set(manifest.users.values())
         before = shape(database, user)

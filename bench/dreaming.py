@@ -1,18 +1,16 @@
 """Dreaming pipeline throughput and fast-path latency, offline providers, on this machine.
 
-    .venv/bin/python bench/dreaming.py [--runs 3] [--latency-samples 15] [--extractors entities,keyphrases]
+    .venv/bin/python bench/dreaming.py [--runs 3] [--latency-samples 15]
 
 - throughput: a user with 2,000 LongMemEval pairs (already embedded) is dreamed from scratch — extraction,
-  merge (subject embeddings included), links, refinement — 3 times per extractor (clear the graph, sync),
-  the extractors taking turns run by run so both see the same machine; pairs/s (median), and the
-  statements and transactions sent to Postgres per pair. The offline default (entities: spaCy) beside the
-  keyphrase extractor it replaced (YAKE): the same database work under a cheaper extractor.
+  merge (subject embeddings included), links, refinement — 3 times (clear the graph, sync) with the offline
+  default (entities: spaCy in worker processes); pairs/s (median), and the statements and transactions
+  sent to Postgres per pair.
 - fast path: a user whose 5,000 pairs are already dreamed saves one new pair and dreams it at once
-  (save_and_sync: the extraction reads the pair while it is inserted); the time from save to a linked
-  graph, per pair. Each run takes --latency-samples pairs and reports p50/p95; the medians of the runs are
-  the headline. Beside it, taking turns sample by sample, each on pairs of its own so all see the same
-  machine and the same growing user: the same as two calls (save_pairs, then sync_user), and the local
-  model's other runtimes (--runtimes: ONNX Runtime, the default and the headline, and PyTorch). The
+  (save_and_sync); the time from save to a linked graph, per pair. Each run takes --latency-samples pairs
+  and reports p50/p95; the medians of the runs are the headline. Beside it, taking turns sample by sample,
+  each on pairs of its own so both see the same machine and the same growing user: the local model's
+  other runtime (--runtimes: ONNX Runtime, the default and the headline, and PyTorch). The
   database is the Python API's (DREAMING_DATABASE_CONNECTIONS pooled connections); after the initial dream the tables are vacuumed and
   analysed, as autovacuum does on a server that stays up (these benchmarks start their server each run).
 The 5,000 pairs are embedded once with all-MiniLM-L6-v2 (the slow part: ~5 minutes); the 2,000-pair user
@@ -21,7 +19,6 @@ is a copy of the first 2,000 rows with their embeddings. Results: bench/results/
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -30,11 +27,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from common import (  # first: puts the project on the import path
-    ORACLE,
-    ROOT,
+    bench_parser,
     counted_statements,
     embedded_admin_url,
     machine,
+    oracle_records,
     percentile,
     stopped_on_exit,
 )
@@ -44,12 +41,7 @@ from rich.table import Table
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor
-from dreaming_dagster.ingest.readers import (
-    LineRecord,
-    iter_longmemeval_questions,
-    longmemeval_session_records,
-)
+from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
@@ -58,50 +50,38 @@ from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 
-TWO_CALLS = "two calls"  # the fast path as save_pairs then sync_user, on the first runtime
-# The offline default as the settings make it (entities: spaCy in DREAMING_LLM_OFFLINE_PROCESSES worker
-# processes for a backlog, both cores here), and the keyphrase extractor it replaced.
-EXTRACTORS = {"entities": lambda: OfflineExtractor(processes=DreamingSettings().llm_offline_processes),
-              "keyphrases": KeyphraseExtractor}
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "dreaming")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--throughput-pairs", type=int, default=2000)
     parser.add_argument("--background-pairs", type=int, default=5000)
     parser.add_argument("--latency-samples", type=int, default=15)
-    parser.add_argument("--extractors", default="entities,keyphrases", help="first: the default, the headline")
     parser.add_argument("--runtimes", default="onnx,torch", help="the local model's runtimes in the fast path; "
                         "first: the headline, and the one everything else runs on")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "dreaming.json")
     args = parser.parse_args()
     console = Console()
-    names = args.extractors.split(",")
 
-    records = []
-    for item in longmemeval_session_records(iter_longmemeval_questions(ORACLE)):
-        if isinstance(item, LineRecord):
-            records.append(item.raw)
+    records = oracle_records()
     background, fresh = records[:args.background_pairs], records[args.background_pairs:]
     assert len(background) == args.background_pairs >= args.throughput_pairs, "not enough oracle pairs"
     runtimes = args.runtimes.split(",")
-    # The fast path's series: each runtime in one call (save_and_sync), and the first as two calls beside it.
-    series = [*runtimes, TWO_CALLS]
+    series = runtimes  # the fast path's series: one per runtime, taking turns
     assert len(fresh) >= args.runs * args.latency_samples * len(series), "not enough pairs left for latency samples"
     embedders = {runtime: LocalMiniLMEmbedder(batch_size=64, runtime=runtime) for runtime in runtimes}
     for runtime, one in embedders.items():
         one.embed(["warm-up"])
         assert one.runtime_used == runtime, f"the {runtime} runtime fell back to {one.runtime_used}"
     embedder = embedders[runtimes[0]]
-    extractors, refiner = {name: EXTRACTORS[name]() for name in names}, OfflineRefiner()
+    # The offline default as the settings make it (spaCy in DREAMING_LLM_OFFLINE_PROCESSES worker processes).
+    extractor, refiner = OfflineExtractor(processes=DreamingSettings().llm_offline_processes), OfflineRefiner()
 
-    def dream(db: Database, user: str, extractor, model=embedder):
+    def dream(db: Database, user: str, model=embedder):
         return sync_user(user, database=db, embedder=model, extractor=extractor, refiner=refiner)
 
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin_url = embedded_admin_url(Path(tmp) / "pgdata")
-        database = Database(embedded.scratch_database_url(admin_url, "bench"),
+        database = Database(embedded.fresh_database_url(admin_url, "bench"),
                             pool_size=DreamingSettings().database_connections)
 
         with Progress(console=console) as progress:
@@ -114,41 +94,39 @@ def main() -> None:
         with database.connect() as conn:
             conn.execute(load_sql("bench/copy_user_pairs"), {"target": "bench-2k", "source": "bench-5k", "limit": args.throughput_pairs})
 
-        throughput: dict[str, dict] = {name: {"runs_s": [], "statements": [], "transactions": []} for name in names}
+        throughput: dict = {"runs_s": [], "statements": [], "transactions": []}
         for run in range(args.runs):
-            for name in names:
-                stages.clear_user_graph(database, "bench-2k", "default")
-                with counted_statements() as sent:
-                    started = time.perf_counter()
-                    result = dream(database, "bench-2k", extractors[name])
-                    seconds = time.perf_counter() - started
-                assert result.extraction["pairs"] == args.throughput_pairs, result.extraction
-                cell = throughput[name]
-                cell["runs_s"].append(seconds)
-                cell["statements"].append(sent["statements"])
-                cell["transactions"].append(sent["transactions"])
-                cell["stages_last_run"] = {"extraction": result.extraction, "merge": result.merge,
-                                           "links": result.links, "refinement": result.refinement}
-                cell["graph"] = stages.graph_stats(database, "bench-2k")
-                console.print(f"throughput run {run + 1}, {name}: {args.throughput_pairs / seconds:.1f} pairs/s, "
-                              f"{sent['statements'] / args.throughput_pairs:.2f} statements a pair")
-        for cell in throughput.values():
-            median_s = statistics.median(cell["runs_s"])
-            cell.update({"pairs": args.throughput_pairs, "median_s": round(median_s, 2),
-                         "pairs_per_s": round(args.throughput_pairs / median_s, 1),
-                         "runs_s": [round(s, 2) for s in cell["runs_s"]],
-                         "statements_per_pair": round(statistics.median(cell.pop("statements")) / args.throughput_pairs, 3),
-                         "transactions_per_pair": round(statistics.median(cell.pop("transactions")) / args.throughput_pairs, 3)})
+            stages.clear_user_graph(database, "bench-2k", "default")
+            with counted_statements() as sent:
+                started = time.perf_counter()
+                result = dream(database, "bench-2k")
+                seconds = time.perf_counter() - started
+            assert result.extraction["pairs"] == args.throughput_pairs, result.extraction
+            throughput["runs_s"].append(seconds)
+            throughput["statements"].append(sent["statements"])
+            throughput["transactions"].append(sent["transactions"])
+            throughput["stages_last_run"] = {"extraction": result.extraction, "merge": result.merge,
+                                             "links": result.links, "refinement": result.refinement}
+            throughput["graph"] = stages.graph_stats(database, "bench-2k")
+            console.print(f"throughput run {run + 1}: {args.throughput_pairs / seconds:.1f} pairs/s, "
+                          f"{sent['statements'] / args.throughput_pairs:.2f} statements a pair")
+        median_s = statistics.median(throughput["runs_s"])
+        throughput.update({
+            "pairs": args.throughput_pairs, "median_s": round(median_s, 2),
+            "pairs_per_s": round(args.throughput_pairs / median_s, 1),
+            "runs_s": [round(s, 2) for s in throughput["runs_s"]],
+            "statements_per_pair": round(statistics.median(throughput.pop("statements")) / args.throughput_pairs, 3),
+            "transactions_per_pair": round(statistics.median(throughput.pop("transactions")) / args.throughput_pairs, 3)})
 
         started = time.perf_counter()
-        dream(database, "bench-5k", extractors[names[0]])
+        dream(database, "bench-5k")
         setup_dream_s = time.perf_counter() - started
         graph_5k = stages.graph_stats(database, "bench-5k")
         with database.connect() as conn:
             conn.execute("VACUUM ANALYZE")  # what autovacuum has done by now on a server that stays up
 
         runs_by_series: dict[str, list[dict]] = {name: [] for name in series}
-        fast_statements, read_ahead = [], 0
+        fast_statements = []
         now, next_pair = datetime.now(UTC), iter(fresh)
         for run in range(args.runs):
             samples: dict[str, list[float]] = {name: [] for name in series}
@@ -158,18 +136,12 @@ def main() -> None:
                     record = dict(next(next_pair))
                     # a new exchange, now
                     record["occurred_at"] = now + timedelta(minutes=run * 1000 + index * 10 + turn)
-                    model = embedders[runtimes[0] if name == TWO_CALLS else name]
                     with counted_statements() as sent:
                         started = time.perf_counter()
-                        if name == TWO_CALLS:
-                            saved = save_pairs("bench-5k", [record], database=database, embedder=model)
-                            synced = dream(database, "bench-5k", extractors[names[0]], model)
-                        else:
-                            both = save_and_sync("bench-5k", [record], database=database, embedder=model,
-                                                 extractor=extractors[names[0]], refiner=refiner)
-                            saved, synced = both.saved, both.synced
-                            read_ahead += both.read_ahead
+                        both = save_and_sync("bench-5k", [record], database=database, embedder=embedders[name],
+                                             extractor=extractor, refiner=refiner)
                         samples[name].append(time.perf_counter() - started)
+                    saved, synced = both.saved, both.synced
                     fast_statements.append(sent["statements"])
                     assert saved.inserted == 1 and synced.extraction["pairs"] == 1, (saved, synced.extraction)
             for name, values in samples.items():
@@ -178,8 +150,6 @@ def main() -> None:
             console.print(f"fast-path run {run + 1}: " + ", ".join(
                 f"{name} p50 {runs_by_series[name][-1]['p50_s']:.3f} s, p95 {runs_by_series[name][-1]['p95_s']:.3f} s"
                 for name in series))
-        # Every one-call sample's pair was read ahead (one pair a sample), none read again by the stage.
-        assert read_ahead == args.runs * args.latency_samples * len(runtimes), read_ahead
         database.close()
 
     def medians(runs: list[dict]) -> dict:
@@ -187,37 +157,29 @@ def main() -> None:
                 "p95_s_median": round(statistics.median(r["p95_s"] for r in runs), 4)}
 
     fast_by_runtime = {runtime: medians(runs_by_series[runtime]) for runtime in runtimes}
-    two_calls = medians(runs_by_series[TWO_CALLS])
     latency_runs = runs_by_series[runtimes[0]]
 
-    headline = throughput[names[0]]
     results = {
         "benchmark": "dreaming",
         "command": "make bench-dreaming  (.venv/bin/python bench/dreaming.py)",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
-        "providers": {"extraction": extractors[names[0]].provider, "refinement": refiner.provider,
+        "providers": {"extraction": extractor.provider, "refinement": refiner.provider,
                       "embedding": f"{embedder.spec}, {runtimes[0]} runtime",
                       "background_embedding_pairs_per_s": round(len(background) / background_embedding_s, 1)},
-        "throughput": {**headline, "extractor": names[0],
+        "throughput": {**throughput, "extractor": "entities",
                        "note": "pairs already embedded; extraction, merge (with subject embeddings), "
                                "links and refinement; statements: queries sent, transactions apart"},
-        "throughput_by_extractor": throughput,
         "fast_path": {"background_pairs": len(background), "samples_per_run": args.latency_samples,
                       "runtime": runtimes[0], **fast_by_runtime[runtimes[0]],
                       "by_runtime": fast_by_runtime,
                       "p50_ratio_to_first_runtime": {
                           runtime: round(cell["p50_s_median"] / fast_by_runtime[runtimes[0]]["p50_s_median"], 2)
                           for runtime, cell in fast_by_runtime.items()},
-                      "two_calls": {**two_calls, "runtime": runtimes[0],
-                                    "one_call_to_two_calls_p50": round(
-                                        fast_by_runtime[runtimes[0]]["p50_s_median"] / two_calls["p50_s_median"], 2),
-                                    "note": "save_pairs then sync_user, taking turns with the one-call samples"},
                       "statements_per_sample_median": statistics.median(fast_statements),
                       "pooled_connections": DreamingSettings().database_connections,
                       "graph_before": graph_5k, "initial_dream_s": round(setup_dream_s, 1),
-                      "note": "save_and_sync of one new pair (embedding, insert with the extraction read "
-                              "ahead, every stage), end to end"},
+                      "note": "save_and_sync of one new pair (embedding, insert, every stage), end to end"},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
@@ -225,17 +187,13 @@ def main() -> None:
     table = Table(title="dreaming (offline providers), medians of runs")
     for column in ("measure", "result", "runs"):
         table.add_column(column)
-    for name, cell in throughput.items():
-        table.add_row(f"throughput, {args.throughput_pairs} pairs, {name}",
-                      f"{cell['pairs_per_s']} pairs/s, {cell['statements_per_pair']} statements a pair",
-                      ", ".join(f"{s:.1f} s" for s in cell["runs_s"]))
+    table.add_row(f"throughput, {args.throughput_pairs} pairs",
+                  f"{throughput['pairs_per_s']} pairs/s, {throughput['statements_per_pair']} statements a pair",
+                  ", ".join(f"{s:.1f} s" for s in throughput["runs_s"]))
     table.add_row(f"fast path p50, user with {len(background)} pairs", f"{results['fast_path']['p50_s_median']} s",
                   ", ".join(f"{r['p50_s']:.3f}" for r in latency_runs))
     table.add_row("fast path p95", f"{results['fast_path']['p95_s_median']} s",
                   ", ".join(f"{r['p95_s']:.3f}" for r in latency_runs))
-    table.add_row(f"fast path as two calls beside it ({runtimes[0]})",
-                  f"p50 {two_calls['p50_s_median']} s, p95 {two_calls['p95_s_median']} s",
-                  ", ".join(f"{r['p50_s']:.3f}" for r in two_calls["runs"]))
     for runtime in runtimes[1:]:
         cell = fast_by_runtime[runtime]
         table.add_row(f"fast path, {runtime} runtime beside it", f"p50 {cell['p50_s_median']} s, p95 {cell['p95_s_median']} s",

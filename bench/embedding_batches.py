@@ -11,8 +11,9 @@ ways, measured in one run taking turns on the same texts (torch's threads: the m
 
 - padded: one ``encode`` call of sentence-transformers on PyTorch (the embedder before length batches);
 - length batches, torch: ``LocalMiniLMEmbedder(runtime="torch")``;
-- length batches, onnx unfused: the embedder on the export before fusion (``export_encoder(fuse=False)``:
-  PyTorch's default attention as traced, in a scratch cache directory);
+- length batches, onnx unfused: the embedder on the simple export (PyTorch's default attention as traced, no
+  fusion step: the bench replaces the export's attention choice and ``fuse_transformer``), in a temporary
+  cache directory;
 - length batches, onnx: ``LocalMiniLMEmbedder()``, the default (attention, layer norms and GELU fused).
 
 Per way: one pair at a time (what a save with inline embedding, and so the fast path, sends), p50 per
@@ -23,7 +24,6 @@ between any way's vectors and the padded call's (rounding only). Results: bench/
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import json
 import shutil
@@ -34,15 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from common import ORACLE, ROOT, machine  # first: puts the project on the import path
+from common import bench_parser, machine, oracle_records  # first: puts the project on the import path
+from transformers import AutoModel
 
 from dreaming_dagster import onnx_encoder
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm, _minilm_dir, pair_embedding_texts
-from dreaming_dagster.ingest.readers import (
-    LineRecord,
-    iter_longmemeval_questions,
-    longmemeval_session_records,
-)
 
 
 def one_padded_call(texts: list[str], batch_size: int = 64) -> np.ndarray:
@@ -52,23 +48,28 @@ def one_padded_call(texts: list[str], batch_size: int = 64) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "embedding_batches")
     parser.add_argument("--pairs", type=int, default=40, help="pairs embedded one at a time")
     parser.add_argument("--bulk-pairs", type=int, default=192)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "embedding_batches.json")
     args = parser.parse_args()
 
-    records = [item.raw for item in longmemeval_session_records(iter_longmemeval_questions(ORACLE))
-               if isinstance(item, LineRecord)]
+    records = oracle_records()
     assert len(records) >= args.pairs + args.bulk_pairs, "not enough oracle pairs"
     pair_texts = [[t for t in pair_embedding_texts(r["user_message"], r["assistant_message"]) if t]
                   for r in records[:args.pairs + args.bulk_pairs]]
     single, bulk = pair_texts[:args.pairs], [t for texts in pair_texts[args.pairs:] for t in texts]
-    # The unfused graph where the embedder looks for its export, in a scratch cache: the same embedder code.
+    # The simple export where the embedder looks for its export, in a temporary cache (the same embedder
+    # code): PyTorch's default attention as traced, no fusion step.
     unfused_cache = Path(tempfile.mkdtemp(prefix="unfused-onnx-"))
     atexit.register(shutil.rmtree, unfused_cache, True)
-    onnx_encoder.export_encoder(_minilm_dir(), onnx_encoder.encoder_file(_minilm_dir(), unfused_cache), fuse=False)
+    fuse, load_model = onnx_encoder.fuse_transformer, AutoModel.from_pretrained
+    onnx_encoder.fuse_transformer = lambda path, **sizes: {}
+    AutoModel.from_pretrained = lambda path, attn_implementation=None, **kwargs: load_model(path, **kwargs)
+    try:
+        onnx_encoder.export_encoder(_minilm_dir(), onnx_encoder.encoder_file(_minilm_dir(), unfused_cache))
+    finally:
+        onnx_encoder.fuse_transformer, AutoModel.from_pretrained = fuse, load_model
     ways = {"padded": one_padded_call, "length_batches_torch": LocalMiniLMEmbedder(batch_size=64, runtime="torch").embed,
             "length_batches_onnx_unfused": LocalMiniLMEmbedder(batch_size=64, model_cache_dir=unfused_cache).embed,
             "length_batches_onnx": LocalMiniLMEmbedder(batch_size=64).embed}

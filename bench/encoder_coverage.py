@@ -17,7 +17,6 @@ bench/results/encoder_coverage.json.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import statistics
@@ -26,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from common import ORACLE, RESULTS, ROOT, machine  # first: puts the project on the import path
+from common import ORACLE, ROOT, bench_parser, machine  # first: puts the project on the import path
 from tqdm import tqdm
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm
@@ -52,10 +51,9 @@ def cached_embeddings(name: str, texts: list[str], embedder: LocalMiniLMEmbedder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "encoder_coverage")
     parser.add_argument("--limit-questions", type=int, default=None, help="only the first N oracle questions")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
-    parser.add_argument("--out", type=Path, default=RESULTS / "encoder_coverage.json")
     args = parser.parse_args()
     dataset = ORACLE
     started = time.perf_counter()

@@ -14,7 +14,6 @@ bench/results/extraction_workers.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -22,17 +21,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ORACLE, ROOT, embedded_admin_url, machine, stopped_on_exit  # first: the import path
+from common import (  # first: puts the project on the import path
+    bench_parser,
+    embedded_admin_url,
+    machine,
+    oracle_records,
+    stopped_on_exit,
+)
 from rich.console import Console
 from rich.table import Table
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
-from dreaming_dagster.ingest.readers import (
-    LineRecord,
-    iter_longmemeval_questions,
-    longmemeval_session_records,
-)
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
@@ -44,14 +44,12 @@ IN_PROCESS, PER_SYNC, KEPT = "in process", "2 workers started per sync", "2 work
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "extraction_workers")
     parser.add_argument("--pairs", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "extraction_workers.json")
     args = parser.parse_args()
     console = Console()
-    records = [item.raw for item in longmemeval_session_records(iter_longmemeval_questions(ORACLE))
-               if isinstance(item, LineRecord)][:args.pairs]
+    records = oracle_records(args.pairs)
     assert len(records) == args.pairs, "not enough oracle pairs"
     embedder, refiner, kept = LocalMiniLMEmbedder(batch_size=64), OfflineRefiner(), OfflineExtractor(processes=2)
 
@@ -74,7 +72,7 @@ def main() -> None:
                 KEPT: lambda db: sync(db, kept)}
     times: dict[str, list[float]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        database = Database(embedded.scratch_database_url(embedded_admin_url(Path(tmp) / "pgdata"), "bench"))
+        database = Database(embedded.fresh_database_url(embedded_admin_url(Path(tmp) / "pgdata"), "bench"))
         console.print(f"embedding {args.pairs} pairs (once)")
         save_pairs("bench", records, database=database, embedder=embedder)
         sync(database, kept)  # warm: the kept workers started, the database's caches filled

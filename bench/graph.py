@@ -2,14 +2,13 @@
 
     .venv/bin/python bench/graph.py [--dataset PATH] [--limit-questions N] [--epochs 50]
 
-1. Extractor throughput on LongMemEval pairs (the oracle's, shuffled): the earlier YAKE keyphrases and the
-   spaCy entities extractor on one core, and the entities extractor with two worker processes; medians.
+1. Extractor throughput on LongMemEval pairs (the oracle's, shuffled): the offline (spaCy entities)
+   extractor on one core and with two worker processes; medians.
 2. The oracle's one-user memory (every session in one user's memory, the reference's protocol) embedded
-   once and dreamed twice, once per offline extractor (the second from a copy of the embedded memory):
-   graph health for each (subjects, singleton share, median subjects per pair, largest subject's share,
+   and dreamed: graph health (subjects, singleton share, median subjects per pair, largest subject's share,
    hubs, share of subjects on the committed generic list, 30 random subject names); the same report for each
    of the demo's users (`make demo`: 5 users, 8 questions each), dreamed by sync_user.
-3. The ablation, one run, validation split (the same questions for every variant): for each extractor, v3
+3. The ablation, one run, validation split (the same questions for every variant): v3
    trained and evaluated on pools with graph candidates and graph signals, against v3 trained and
    evaluated with the graph signals zeroed and no graph candidates; overall and per question type.
 Writes bench/results/graph.{json,md}.
@@ -17,7 +16,6 @@ Writes bench/results/graph.{json,md}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -30,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from common import (  # first: puts the project on the import path
     ORACLE,
-    RESULTS,
+    bench_parser,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -38,7 +36,7 @@ from common import (  # first: puts the project on the import path
 
 from dreaming_dagster.demo import build_demo_users
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor
+from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import stages
@@ -55,7 +53,6 @@ from dreaming_dagster.training.pools import Pools, build_pools
 from dreaming_dagster.training.train import TrainingData
 
 GRAPH_SIGNALS = ("subj_freq", "subj_sem", "neighbor_density")
-EXTRACTORS = {"entities": OfflineExtractor, "keyphrases": KeyphraseExtractor}
 
 
 def oracle_pairs(dataset: Path, count: int, seed: int = 1) -> list[tuple[str, str]]:
@@ -69,8 +66,7 @@ def oracle_pairs(dataset: Path, count: int, seed: int = 1) -> list[tuple[str, st
 
 
 def throughput(pairs: list[tuple[str, str]], runs: int) -> dict:
-    configs = {"keyphrases (YAKE), one core": KeyphraseExtractor(),
-               "entities (spaCy), one core": OfflineExtractor(processes=1),
+    configs = {"entities (spaCy), one core": OfflineExtractor(processes=1),
                "entities (spaCy), two processes": OfflineExtractor(processes=2)}
     results = {}
     for name, extractor in configs.items():
@@ -140,7 +136,7 @@ def v3_metrics(pools: Pools, args, embedding_model: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "graph")
     parser.add_argument("--dataset", type=Path, default=ORACLE)
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--throughput-pairs", type=int, default=1000)
@@ -149,7 +145,6 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--demo-users", type=int, default=5, help="users of `make demo` whose graphs are reported")
     parser.add_argument("--demo-questions-per-user", type=int, default=8)
-    parser.add_argument("--out", type=Path, default=RESULTS / "graph.json")
     args = parser.parse_args()
     results: dict = {"command": "bench/graph.py " + " ".join(sys.argv[1:]),
                      "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
@@ -160,24 +155,15 @@ def main() -> None:
     graph = GraphSide()
     with tempfile.TemporaryDirectory(prefix="dd-graph-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin = embedded_admin_url(Path(tmp) / "pgdata")
-        first = Database(embedded.scratch_database_url(admin, "graph"))
+        first = Database(embedded.fresh_database_url(admin, "graph"))
         started = time.perf_counter()
         manifest = load_benchmark_memory(first, embedder, OfflineExtractor(), OfflineRefiner(), args.dataset,
                                          mode="one-user", user_prefix="lme", limit=args.limit_questions)
         memory_seconds = {"entities": round(time.perf_counter() - started, 1)}
         (user,) = set(manifest.users.values())
         memories = {"entities": first}
-        for name in [n for n in EXTRACTORS if n != "entities"]:
-            rows = stages.graph_stats(first, user)["pairs"]  # the embedded memory, copied, dreamed again
-            copy = Database(embedded.copy_database_url(admin, first.url, name))
-            started = time.perf_counter()
-            stages.clear_user_graph(copy, user, "default")
-            sync_user(user, database=copy, embedder=embedder, extractor=EXTRACTORS[name](), refiner=OfflineRefiner())
-            memory_seconds[name] = round(time.perf_counter() - started, 1)
-            memories[name] = copy
-            print(f"{name}: re-dreamed {rows:,} pairs in {memory_seconds[name]} s")
         results["memory_seconds"] = memory_seconds
-        results["demo_health"] = demo_health(Database(embedded.scratch_database_url(admin, "demo")), embedder,
+        results["demo_health"] = demo_health(Database(embedded.fresh_database_url(admin, "demo")), embedder,
                                              args.dataset, args.demo_users, args.demo_questions_per_user)
         results["health"], results["ablation"] = {}, {}
         for name, database in memories.items():

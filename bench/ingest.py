@@ -12,7 +12,6 @@ Results: bench/results/ingest.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -22,9 +21,10 @@ from pathlib import Path
 
 from common import (  # first: puts the project on the import path
     ORACLE,
-    ROOT,
+    bench_parser,
     embedded_admin_url,
     machine,
+    oracle_records,
     stopped_on_exit,
 )
 from rich.console import Console
@@ -33,11 +33,6 @@ from rich.table import Table
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
-from dreaming_dagster.ingest.readers import (
-    LineRecord,
-    iter_longmemeval_questions,
-    longmemeval_session_records,
-)
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.ingest.tokens import count_tokens
 from dreaming_dagster.storage import embedded
@@ -46,18 +41,8 @@ from dreaming_dagster.storage.database import Database
 CHUNK = 256
 
 
-def load_pairs(path: Path, limit: int) -> list[dict]:
-    records = []
-    for item in longmemeval_session_records(iter_longmemeval_questions(path)):
-        if isinstance(item, LineRecord):
-            records.append(item.raw)
-            if len(records) == limit:
-                break
-    return records
-
-
 def fresh_database(admin_url: str) -> Database:
-    return Database(embedded.scratch_database_url(admin_url, "bench"))
+    return Database(embedded.fresh_database_url(admin_url, "bench"))
 
 
 def timed_save(database: Database, embedder, pairs: list[dict], embed: bool) -> float:
@@ -70,15 +55,14 @@ def timed_save(database: Database, embedder, pairs: list[dict], embed: bool) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "ingest")
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--dataset", type=Path, default=ORACLE)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ingest.json")
     args = parser.parse_args()
     console = Console()
 
-    pairs = load_pairs(args.dataset, args.pairs)
+    pairs = oracle_records(args.pairs, args.dataset)
     tokens = [count_tokens(p["user_message"], p["assistant_message"]) for p in pairs]
     embedder = LocalMiniLMEmbedder(batch_size=64)
     started = time.perf_counter()

@@ -15,7 +15,6 @@ quality at this size. Results: bench/results/lexical.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from common import (  # first: puts the project on the import path
     ORACLE,
-    RESULTS,
+    bench_parser,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -41,7 +40,6 @@ from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.retrieval.ranker import SignalWeights
 from dreaming_dagster.retrieval.recaller import (
     DEFAULT_LEXICAL_PRUNING,
-    EXHAUSTIVE_LEXICAL_PRUNING,
     LexicalPruning,
     composite_rows,
 )
@@ -57,7 +55,7 @@ K = 50
 SERVED = "bm25 (lexical index, as recall serves it)"
 # The pool is the exact BM25 top whatever the first round reads (migration 0017): the rules differ in speed.
 SERVED_RULES = {SERVED: DEFAULT_LEXICAL_PRUNING,
-                "bm25 (lexical index, every posting)": EXHAUSTIVE_LEXICAL_PRUNING,
+                "bm25 (lexical index, every posting)": LexicalPruning(seed_postings=0),
                 "bm25 (lexical index, first round 2,048 postings)": LexicalPruning(seed_postings=2048)}
 LEX_ONLY = SignalWeights(tuple(float(name == "lex") for name in SIGNAL_NAMES), 1.0, "lex only")
 
@@ -96,14 +94,13 @@ def bm25_ranker(conn, k1: float = 1.2, b: float = 0.75):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "lexical")
     parser.add_argument("--limit-questions", type=int, default=None, help="only the first N oracle questions")
-    parser.add_argument("--out", type=Path, default=RESULTS / "lexical.json")
     args = parser.parse_args()
     dataset = ORACLE
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dd-lex-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        database = Database(embedded.scratch_database_url(embedded_admin_url(Path(tmp) / "pgdata"), "lex"))
+        database = Database(embedded.fresh_database_url(embedded_admin_url(Path(tmp) / "pgdata"), "lex"))
         questions, batch = [], []
         for raw, question in iter_questions(dataset, args.limit_questions):
             questions.append(question)

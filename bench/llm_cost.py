@@ -10,12 +10,10 @@ bench/results/llm_cost.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
-from common import RESULTS, machine  # first: puts the project on the import path
+from common import RESULTS, bench_parser, machine  # first: puts the project on the import path
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.ingest.tokens import count_tokens
@@ -28,8 +26,7 @@ PRICES = {"small model ($0.15 / $0.60 per M)": (0.15, 0.60), "large model ($2.50
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS / "llm_cost.json")
+    parser = bench_parser(__doc__, "llm_cost")
     args = parser.parse_args()
     ingest = json.loads((RESULTS / "ingest.json").read_text())
     dreaming = json.loads((RESULTS / "dreaming.json").read_text())

@@ -76,7 +76,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="dd-lme-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         data_dir = Path(tmp)
-        url = embedded.scratch_database_url(embedded_admin_url(data_dir / "pgdata"), "lme")
+        url = embedded.fresh_database_url(embedded_admin_url(data_dir / "pgdata"), "lme")
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, data_dir=str(data_dir)),
                      "embedder": EmbedderResource(), "llm": LLMResource(),
                      "dreaming_policy": DreamingPolicyResource()}

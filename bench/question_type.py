@@ -8,13 +8,12 @@ classifier is untouched). Results: bench/results/question_type.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ORACLE, RESULTS, machine  # first: puts the project on the import path
+from common import ORACLE, bench_parser, machine  # first: puts the project on the import path
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.retrieval.question_type import train_from_longmemeval
@@ -22,8 +21,7 @@ from dreaming_dagster.training.longmemeval import file_sha256
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS / "question_type.json")
+    parser = bench_parser(__doc__, "question_type")
     args = parser.parse_args()
     dataset = ORACLE
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,13 +27,10 @@ including the round trip:
   0, and every recall ``as_of`` a time); the rows of the two are compared query by query;
 - hybrid, cold cache: as hybrid, from an empty cache (a process's first recall with these words);
 - hybrid + remember: as hybrid, also recording the last-query time;
-- composite and hybrid as before stop 41: the same calls with the whole statement (its own lexical search in
-  it, unused when the pool is supplied) on a connection that prepares nothing; same rows counted query by query;
 - served: as hybrid with the graph side recall() adds by default (DREAMING_RECALL_GRAPH_POOL_SIZE 20 pairs
   through the DREAMING_RECALL_GRAPH_SUBJECTS 10 subjects nearest the query and those whose name holds a
   query word): the ranking statement every recall() runs;
-- recall() end to end: Recaller.recall with a real MiniLM embedding of the question, its lexical pool found
-  while the question is embedded (the default) and after it, taking turns question by question;
+- recall() end to end: Recaller.recall with a real MiniLM embedding of the question;
 - the server's shared_buffers: the composite and hybrid statements again, in child processes that each start
   the server from the same data directory, with Postgres's default 128MB and with the embedded server's default
   (DREAMING_EMBEDDED_SHARED_BUFFERS auto), taking turns round by round (--shared-buffers-rounds), each round
@@ -62,16 +59,10 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import torch
-from common import (  # first: puts the project on the import path
-    ORACLE,
-    ROOT,
-    embedded_admin_url,
-    machine,
-    percentile,
-    stopped_on_exit,
-)
+from common import ORACLE, bench_parser, embedded_admin_url, machine, percentile, stopped_on_exit  # first
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
+from synthetic import DIMENSION, load_user, queries_around
 from tqdm import tqdm
 
 from dreaming_dagster.config.settings import DreamingSettings
@@ -92,7 +83,6 @@ from dreaming_dagster.retrieval.ranker import (
 from dreaming_dagster.retrieval.recaller import (
     DEFAULT_GRAPH_SIDE,
     DEFAULT_LEXICAL_PRUNING,
-    EXHAUSTIVE_LEXICAL_PRUNING,
     NO_GRAPH_SIDE,
     LexicalPruning,
     Recaller,
@@ -100,7 +90,6 @@ from dreaming_dagster.retrieval.recaller import (
     composite_rows,
     open_recall_connection,
 )
-from dreaming_dagster.retrieval.synthetic import DIMENSION, load_user, queries_around
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
@@ -112,7 +101,7 @@ PRUNING_RULES = {
     "default (first round 512 postings)": DEFAULT_LEXICAL_PRUNING,
     "first round 128 postings": LexicalPruning(seed_postings=128),
     "first round 2,048 postings": LexicalPruning(seed_postings=2048),
-    "every posting": EXHAUSTIVE_LEXICAL_PRUNING,
+    "every posting": LexicalPruning(seed_postings=0),
 }
 
 
@@ -175,7 +164,7 @@ def timed(fn, repeats: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "recall")
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--subjects", type=int, default=20_000)
     parser.add_argument("--topics", type=int, default=400)
@@ -187,7 +176,6 @@ def main() -> None:
     parser.add_argument("--lexical-pool-size", type=int, default=50)
     parser.add_argument("--ef-search", type=int, default=DreamingSettings().recall_ef_search)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "recall.json")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the embedded server's data here (to inspect plans afterwards)")
     parser.add_argument("--shared-buffers-rounds", type=int, default=2,
@@ -216,7 +204,7 @@ def main() -> None:
             args.keep.mkdir(parents=True, exist_ok=True)
             tmp = str(args.keep)
         admin_url = embedded_admin_url(Path(tmp) / "pgdata")
-        database = Database(embedded.scratch_database_url(admin_url, "bench"))
+        database = Database(embedded.fresh_database_url(admin_url, "bench"))
         with psycopg.connect(admin_url) as admin:
             results["data"]["shared_buffers"] = admin.execute("SHOW shared_buffers").fetchone()[0]
         database.ensure_schema(LocalMiniLMEmbedder.spec)
@@ -248,10 +236,8 @@ def main() -> None:
                             "lexical_index_parts_bytes": sizes["lexical_parts"],
                             "load_seconds": round(load_s, 1), "hnsw_build_seconds": round(index_s, 1)}
 
-        # Connections as recall opens them (prepared statements, each call planned with its parameters), and
-        # one as before stop 41 (nothing prepared) for the series that run the statement the old way.
+        # A connection as recall opens it (prepared statements, each call planned with its parameters).
         conn = open_recall_connection(database, args.ef_search)
-        unprepared = open_recall_connection(database, args.ef_search, prepared_statements=False)
         torch.manual_seed(args.seed)
         model_path = save_ranker(CompositeRanker(DIMENSION, 8), Path(tmp) / "v3.safetensors",
                                  embedding_model=LocalMiniLMEmbedder.spec.model)
@@ -277,22 +263,8 @@ def main() -> None:
                                   lexical_pool_size=lexical_pool_size, row_limit=10, remember_query=remember,
                                   graph=graph)
 
-        whole_statement = load_sql("retrieval/composite_ranking")
-
-        def as_before(q, text, lexical_pool_size=0):
-            """The statement as recall ran it before stop 41: whole (its own lexical search left in, unused
-            with a supplied pool), on a connection that prepares nothing."""
-            parameters = composite_parameters(user_id="heavy", kg_id="default", query_embedding=q, query_text=text,
-                                              weights=weights, pool_size=args.pool_size,
-                                              lexical_pool_size=lexical_pool_size, row_limit=10)
-            if lexical_pool_size:
-                parameters["lexical_pool_pairs"] = postings.pool_pairs(unprepared, user_id="heavy", kg_id="default",
-                                                                       query_text=parameters["query_text"],
-                                                                       k=lexical_pool_size)
-            return unprepared.execute(whole_statement, parameters).fetchall()
-
         series = {"plain": [], "composite": [], "hybrid": [], "hybrid_statement_pool": [], "hybrid_cold_cache": [],
-                  "hybrid_remember": [], "served": [], "composite_as_before": [], "hybrid_as_before": []}
+                  "hybrid_remember": [], "served": []}
         calls = {"plain": lambda q, text: plain(q), "composite": composite,
                  "hybrid": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings),
                  "hybrid_statement_pool": lambda q, text: composite(q, text, args.lexical_pool_size),
@@ -302,16 +274,14 @@ def main() -> None:
                  "hybrid_remember": lambda q, text: composite(q, text, args.lexical_pool_size, remember=True,
                                                               cache=postings),
                  "served": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings,
-                                                     graph=DEFAULT_GRAPH_SIDE),
-                 "composite_as_before": as_before,
-                 "hybrid_as_before": lambda q, text: as_before(q, text, args.lexical_pool_size)}
+                                                     graph=DEFAULT_GRAPH_SIDE)}
         # The held postings start with every question's words, as a serving process holds the words it has
         # been asked about: a word's first read (its whole postings list, tens of milliseconds for a common
         # word) would otherwise land on whichever of the four series sharing this cache runs first, and decide
         # their p99s by lot. That first read is the cold-cache series' figure.
         for text in query_texts:
             postings.pool_pairs(conn, user_id="heavy", kg_id="default", query_text=text, k=args.lexical_pool_size)
-        same_rows, same_as_before = 0, {"hybrid": 0, "composite": 0}
+        same_rows = 0
         for i, (q, text) in enumerate(tqdm(list(zip(queries, query_texts, strict=True)), desc="side-by-side queries")):
             order = list(calls)
             random.shuffle(order)
@@ -326,20 +296,12 @@ def main() -> None:
             # Pairs, order and BM25 (scores move with the clock: rec_exp is computed at each call's now).
             same_rows += [(r["id"], r["in_lexical_pool"], r["bm25"]) for r in got["hybrid"]] == [
                 (r["id"], r["in_lexical_pool"], r["bm25"]) for r in got["hybrid_statement_pool"]]
-            for now, before in (("hybrid", "hybrid_as_before"), ("composite", "composite_as_before")):
-                same_as_before[now] += [(r["id"], r["bm25"]) for r in got[now]] == [(r["id"], r["bm25"])
-                                                                                   for r in got[before]]
         latency = {name: summary(values) for name, values in series.items()}
         latency["hybrid_rows_equal_to_statement_pool"] = f"{same_rows}/{len(queries)}"
-        for name, count in same_as_before.items():
-            latency[f"{name}_rows_equal_as_before"] = f"{count}/{len(queries)}"
         latency["postings_held_mb"] = round(postings.held_bytes / 2**20, 1)
-        latency["postings_blocks_read"] = postings.fetched_blocks
         for numerator, denominator in (("hybrid", "composite"), ("hybrid_statement_pool", "composite"),
                                        ("hybrid_cold_cache", "composite"), ("composite", "plain"),
-                                       ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite"),
-                                       ("hybrid", "hybrid_as_before"), ("composite", "composite_as_before"),
-                                       ("hybrid_as_before", "composite_as_before")):
+                                       ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite")):
             for stat in ("p50", "p99"):
                 latency[f"ratio_{numerator}_to_{denominator}_{stat}"] = round(
                     latency[numerator][f"{stat}_ms"] / latency[denominator][f"{stat}_ms"], 2)
@@ -387,7 +349,7 @@ def main() -> None:
         shares: dict[str, list[float]] = {name: [] for name in PRUNING_RULES}
         timings: dict[str, list[float]] = {name: [] for name in ["composite", *PRUNING_RULES]}
         for q, text in tqdm(list(zip(queries[10:60], query_texts[10:60], strict=True)), desc="lexical pruning"):
-            exact = lexical_pool(q, text, EXHAUSTIVE_LEXICAL_PRUNING)
+            exact = lexical_pool(q, text, LexicalPruning(seed_postings=0))
             for name, pruning in PRUNING_RULES.items():
                 if exact:
                     kth = min(exact)
@@ -506,40 +468,22 @@ def main() -> None:
             "minilm_query_embedding_ms": summary(embed_times[5:]),
         }
 
-        # recall() end to end (MiniLM embedding of the question, profile, model, the served statement), the
-        # lexical pool found while the question is embedded vs after it, taking turns question by question,
-        # each from a cache of its own that starts empty and reads the same words at the same turn.
-        recallers = {"while_embedding": Recaller(database, embedder, ranker_path=model_path),
-                     "after_embedding": Recaller(database, embedder, ranker_path=model_path)}
-        recallers["after_embedding"].find_lexical_pool_while_embedding = False
-        end_to_end: dict[str, list[float]] = {name: [] for name in recallers}
-        waits: list[float] = []
+        # recall() end to end (MiniLM embedding of the question, profile, model, the served statement), from a
+        # cache that starts empty.
+        recaller = Recaller(database, embedder, ranker_path=model_path)
+        end_to_end: list[float] = []
         asked = question_texts[:]
         random.Random(args.seed).shuffle(asked)
         for i, text in enumerate(tqdm(asked[:args.queries + 10], desc="recall() end to end")):
-            got = {}
-            for name in random.sample(list(recallers), len(recallers)):
-                started = time.perf_counter()
-                got[name] = recallers[name].recall("heavy", text, k=10, remember_query=False)
-                if i >= 10:
-                    end_to_end[name].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            recaller.recall("heavy", text, k=10, remember_query=False)
             if i >= 10:
-                waits.append(got["while_embedding"].timings_ms["lexical_pool_wait"])
-            assert [m.pair_id for m in got["while_embedding"]] == [m.pair_id for m in got["after_embedding"]], text
-        for recaller in recallers.values():
-            recaller.close()
+                end_to_end.append((time.perf_counter() - started) * 1000)
+        recaller.close()
         results["recall_end_to_end"] = {
-            **{name: summary(values) for name, values in end_to_end.items()},
-            "ratio_while_to_after_p50": round(statistics.median(end_to_end["while_embedding"])
-                                              / statistics.median(end_to_end["after_embedding"]), 3),
-            "ratio_while_to_after_p99": round(percentile(end_to_end["while_embedding"], 0.99)
-                                              / percentile(end_to_end["after_embedding"], 0.99), 3),
-            "lexical_pool_wait_after_embedding_ms": summary(waits),
-            "note": "Recaller.recall on the heavy user (k 10, a v3 file, the graph side), real MiniLM embedding; "
-                    "the lexical pool found from held postings on a thread while the question is embedded, "
-                    "or after it (Recaller.find_lexical_pool_while_embedding); same rankings asserted"}
+            "recall": summary(end_to_end),
+            "note": "Recaller.recall on the heavy user (k 10, a v3 file, the graph side), real MiniLM embedding"}
         conn.close()
-        unprepared.close()
 
         # The server's shared_buffers, side by side: every round starts the server anew in a child process
         # (a setting of the postmaster's), so this process lets go of it first.
@@ -563,8 +507,7 @@ def main() -> None:
           f"hybrid/composite p50 {lat['ratio_hybrid_to_composite_p50']} (statement pool: "
           f"{lat['ratio_hybrid_statement_pool_to_composite_p50']}; rows equal {lat['hybrid_rows_equal_to_statement_pool']}) · "
           f"served (with the graph side) p50 {lat['served']['p50_ms']} ms p99 {lat['served']['p99_ms']} · "
-          f"recall() end to end p50 {results['recall_end_to_end']['while_embedding']['p50_ms']} ms with the lexical "
-          f"pool found while embedding vs {results['recall_end_to_end']['after_embedding']['p50_ms']} ms after")
+          f"recall() end to end p50 {results['recall_end_to_end']['recall']['p50_ms']} ms")
     print("shared_buffers:", json.dumps(results["shared_buffers"], indent=2))
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/reliability.py [--kills 6] [--users 4] [--recalls 200] [--bulk-users 100000]
 
-On a scratch embedded Postgres, with the local embedder and the offline providers:
+On a fresh embedded Postgres, with the local embedder and the offline providers:
 - kill -9 mid-sync: `dreaming sync` subprocesses killed with SIGKILL half-way through a stage (merge or
   links: some of the user's pairs past it, not all), then run again: pairs lost, duplicate subjects, orphan pairs, and whether the
   graph equals an uninterrupted run of the same data;
@@ -19,7 +19,6 @@ Results: bench/results/reliability.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -36,8 +35,8 @@ from pathlib import Path
 
 from common import (  # first: puts the project on the import path
     ORACLE,
-    RESULTS,
     ROOT,
+    bench_parser,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -120,7 +119,7 @@ class _Endpoint(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "reliability")
     parser.add_argument("--kills", type=int, default=6)
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--questions-per-user", type=int, default=4)
@@ -132,7 +131,6 @@ def main() -> None:
     parser.add_argument("--termination-pairs", type=int, default=3000)
     parser.add_argument("--llm-deadline", type=float, default=5.0, help="seconds a misbehaving endpoint is given")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS / "reliability.json")
     args = parser.parse_args()
     console, rng = Console(), random.Random(args.seed)
     embedder = LocalMiniLMEmbedder(batch_size=64)
@@ -144,7 +142,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="dd-rel-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin_url = embedded_admin_url(Path(tmp) / "pgdata")
-        url = embedded.scratch_database_url(admin_url, "reliability")
+        url = embedded.fresh_database_url(admin_url, "reliability")
         database = Database(url)
         users = [f"user-{i}" for i in range(args.users)]
         for user, records in zip(users, oracle_users(args.users, args.questions_per_user), strict=True):

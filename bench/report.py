@@ -24,7 +24,7 @@ def machine(result: dict) -> str:
     m = result.get("machine", {})
     probe, speed = m.get("speed_probe"), ""
     if probe:
-        speed = (f" · speed probe at start → end: Python loop {probe['at_start']['python_loop_ms']} → "
+        speed = (f" · machine timing at start → end: Python loop {probe['at_start']['python_loop_ms']} → "
                  f"{probe['at_end']['python_loop_ms']} ms, matmul {probe['at_start']['matmul_ms']} → "
                  f"{probe['at_end']['matmul_ms']} ms (bench/common.speed_probe; lower is faster)")
     return f"{m.get('cpus', '?')} cores, no GPU, Python {m.get('python', '?')}{speed}"
@@ -76,20 +76,8 @@ def recall_rows(r: dict) -> Rows:
             f"({r['mid_user']['ratio_served_to_heavy_served_p50']}× the heavy user's served); its exact scan alone "
             f"{r['mid_user']['exact_scan']['ms']} ms, {r['mid_user']['exact_scan']['buffers_per_pair']} buffers a pair")]
           if "mid_user" in r else []),
-        *[("recall() end to end (question embedded, profile, model, served statement): the lexical pool found "
-            "while the question is embedded / after it",
-            f"p50 {e2e['while_embedding']['p50_ms']} / {e2e['after_embedding']['p50_ms']} ms "
-            f"(×{e2e['ratio_while_to_after_p50']}), p99 {e2e['while_embedding']['p99_ms']} / "
-            f"{e2e['after_embedding']['p99_ms']} ms; its wait after the embedding p50 "
-            f"{e2e['lexical_pool_wait_after_embedding_ms']['p50_ms']} ms, p99 "
-            f"{e2e['lexical_pool_wait_after_embedding_ms']['p99_ms']} ms")
-          for e2e in [r.get("recall_end_to_end")] if e2e],
-        *([("the statement as before stop 41 (whole, on a connection preparing nothing), same run",
-            f"hybrid p50 {lat['hybrid_as_before']['p50_ms']} ms, p99 {lat['hybrid_as_before']['p99_ms']} ms; composite "
-            f"p50 {lat['composite_as_before']['p50_ms']} ms, p99 {lat['composite_as_before']['p99_ms']} ms; now / before: "
-            f"hybrid ×{lat['ratio_hybrid_to_hybrid_as_before_p50']} at p50, ×{lat['ratio_hybrid_to_hybrid_as_before_p99']} at "
-            f"p99; same rows {lat['hybrid_rows_equal_as_before']}")]
-          if "hybrid_as_before" in lat else []),
+        ("recall() end to end (question embedded, profile, model, served statement)",
+         f"p50 {r['recall_end_to_end']['recall']['p50_ms']} ms, p99 {r['recall_end_to_end']['recall']['p99_ms']} ms"),
         *[("the server's shared_buffers side by side (child processes taking turns, warm passes)",
            f"{sb['postgres_default']['shared_buffers']}: hybrid p50 {sb['postgres_default']['hybrid']['p50_ms']} ms, p99 "
            f"{sb['postgres_default']['hybrid']['p99_ms']} ms; {sb['embedded_default']['shared_buffers']} (the embedded "
@@ -145,8 +133,12 @@ def llm_cost_rows(r: dict) -> Rows:
 
 
 def graph_rows(r: dict) -> Rows:
-    rows = [(f"extractor: {name}", f"{v['pairs_per_s']} pairs/s") for name, v in r["extractor_throughput"].items()]
+    # The offline extractor's rows (the entities one: spaCy).
+    rows = [(f"extractor: {name}", f"{v['pairs_per_s']} pairs/s") for name, v in r["extractor_throughput"].items()
+            if name.startswith("entities")]
     for name, h in r["health"].items():
+        if name != "entities":
+            continue
         rows.append((f"graph health, oracle one-user memory ({name})",
                      f"{h['subjects']:,} subjects over {h['pairs']:,} pairs; singletons {100 * h['singleton_share']:.1f}%; "
                      f"median {h['median_subjects_per_pair']} subjects a pair; largest {h['largest_subject']} "
@@ -157,6 +149,8 @@ def graph_rows(r: dict) -> Rows:
             f"{u.removeprefix('demo-user-')}: {h['subjects']} subjects over {h['pairs']} pairs, "
             f"{100 * h['singleton_share']:.0f}%, {h['largest_subject']}" for u, h in r["demo_health"].items())))
     for name, a in r["ablation"].items():
+        if name != "entities":
+            continue
         with_graph, without = a["with graph"]["v3"], a["without graph"]["v3"]
         rows.append((f"v3 with vs without the graph ({name}), validation",
                      f"NDCG@10 {with_graph['ndcg@10']:.3f} vs {without['ndcg@10']:.3f}; Recall@10 "
@@ -166,7 +160,7 @@ def graph_rows(r: dict) -> Rows:
 
 def compact_pass_rows(r: dict) -> Rows:
     before, after = r["before"], r["after"]
-    return [("graph", f"the keyphrase extractor's graph of {r['pairs']:,} oracle pairs ({r['questions']} questions, one user)"),
+    return [("graph", f"the offline extractor's graph of {r['pairs']:,} oracle pairs ({r['questions']} questions, one user)"),
             ("subjects before → after", f"{before['subjects']:,} → {after['subjects']:,}"),
             ("generic subjects before → after", f"{before['generic_subjects']} → {after['generic_subjects']} "
              "(those left are protected: reinforced 5+ times)"),

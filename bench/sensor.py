@@ -12,7 +12,6 @@ Results: bench/results/sensor.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import dagster as dg
 from common import (  # first: puts the project on the import path
-    ROOT,
+    bench_parser,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -45,18 +44,17 @@ def _indexes_in(node: dict) -> set[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "sensor")
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--pairs-per-user", type=int, default=10)
     parser.add_argument("--pending-share", type=float, default=0.1)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sensor.json")
     args = parser.parse_args()
     pending_every = max(1, round(1 / args.pending_share))
 
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin_url = embedded_admin_url(Path(tmp) / "pgdata")
-        url = embedded.scratch_database_url(admin_url, "bench")
+        url = embedded.fresh_database_url(admin_url, "bench")
         database = Database(url)
         database.ensure_schema(LocalMiniLMEmbedder.spec)
         started = time.perf_counter()

@@ -22,7 +22,6 @@ the machine's 2 cores, so the HTTP figures include the load generator's own cost
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -40,17 +39,11 @@ import httpx
 import numpy as np
 import psycopg
 import torch
-from common import (  # first: puts the project on the import path
-    ORACLE,
-    RESULTS,
-    embedded_admin_url,
-    machine,
-    percentile,
-    stopped_on_exit,
-)
+from common import ORACLE, bench_parser, embedded_admin_url, machine, percentile, stopped_on_exit  # first
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from recall import oracle_texts
+from synthetic import DIMENSION, load_user
 from tqdm import tqdm
 
 from dreaming_dagster.config.settings import DreamingSettings
@@ -59,7 +52,6 @@ from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
 from dreaming_dagster.retrieval.recaller import Recaller
-from dreaming_dagster.retrieval.synthetic import DIMENSION, load_user
 from dreaming_dagster.service import keys
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
@@ -180,13 +172,12 @@ def free_port() -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "serve")
     parser.add_argument("--users", default="10000,100000", help="pairs of each benchmark user")
     parser.add_argument("--clients", default="1,8,32,64")
     parser.add_argument("--seconds", type=float, default=15.0, help="how long each cell runs")
     parser.add_argument("--max-requests", type=int, default=5000, help="at most this many requests a cell")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS / "serve.json")
     args = parser.parse_args()
     sizes = [int(n) for n in args.users.split(",")]
     levels = [int(n) for n in args.clients.split(",")]
@@ -198,7 +189,7 @@ def main() -> None:
                      f"{1 - RECALL_SHARE:.0%} save of one pair", "seconds_per_cell": args.seconds, "cells": {}}
     with tempfile.TemporaryDirectory(prefix="dd-serve-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin = embedded_admin_url(Path(tmp) / "pgdata")
-        url = embedded.scratch_database_url(admin, "serve")
+        url = embedded.fresh_database_url(admin, "serve")
         settings = DreamingSettings(database_url=url, data_dir=Path(tmp))
         Database(url).ensure_schema(LocalMiniLMEmbedder.spec)
         with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:

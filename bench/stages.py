@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/stages.py [--pairs 400] [--runs 3]
 
-- offline extractors: the default (entities: spaCy, one process) and the keyphrase extractor it replaced
-  (YAKE) over the same --pairs LongMemEval pairs, pairs/s, median of --runs, taking turns;
+- the offline extractor alone (entities: spaCy, one process) over --pairs LongMemEval pairs, pairs/s,
+  median of --runs;
 - profile: cProfile of sync_user over --pairs freshly saved pairs (offline providers, the default
   extractor), split into time waiting on Postgres, in the extractor, and in the embedding model, with the
   statements sent (queries; transactions apart) per pair;
@@ -15,34 +15,27 @@ Results: bench/results/stages.json.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import json
 import pstats
 import statistics
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from common import (  # first: puts the project on the import path
-    ORACLE,
-    ROOT,
+    bench_parser,
     counted_statements,
     embedded_admin_url,
     machine,
+    oracle_records,
     stopped_on_exit,
 )
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor
-from dreaming_dagster.ingest.readers import (
-    LineRecord,
-    iter_longmemeval_questions,
-    longmemeval_session_records,
-)
+from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
@@ -55,19 +48,16 @@ def cumulative_seconds(stats: pstats.Stats, path_part: str, function: str) -> fl
     return sum(row[3] for (file, _, name), row in stats.stats.items() if path_part in file and name == function)
 
 
-def timed_anywhere(function, seconds: dict[str, float], key: str):
-    """``function``, adding its wall time to ``seconds[key]`` whichever thread calls it (the read-ahead
-    threads' time overlaps the stage's own: the shares can add up to more than the sync)."""
-    lock = threading.Lock()
-
-    def timed(*args, **kwargs):
+def timed(function, seconds: dict[str, float], key: str):
+    """``function``, adding its wall time to ``seconds[key]`` (the extractor's analysis includes waiting on
+    its worker processes, which cProfile does not see)."""
+    def timed_call(*args, **kwargs):
         started = time.perf_counter()
         try:
             return function(*args, **kwargs)
         finally:
-            with lock:
-                seconds[key] += time.perf_counter() - started
-    return timed
+            seconds[key] += time.perf_counter() - started
+    return timed_call
 
 
 def call_count(stats: pstats.Stats, path_part: str, function: str) -> int:
@@ -75,21 +65,15 @@ def call_count(stats: pstats.Stats, path_part: str, function: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "stages")
     parser.add_argument("--pairs", type=int, default=400)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "stages.json")
     args = parser.parse_args()
 
-    records = []
-    for item in longmemeval_session_records(iter_longmemeval_questions(ORACLE)):
-        if isinstance(item, LineRecord):
-            records.append(item.raw)
-            if len(records) == args.pairs:
-                break
+    records = oracle_records(args.pairs)
 
     texts = [(r["user_message"], r["assistant_message"]) for r in records]
-    extractors = {"entities": OfflineExtractor(processes=1), "keyphrases": KeyphraseExtractor()}  # one core each
+    extractors = {"entities": OfflineExtractor(processes=1)}  # one core
     extract_runs: dict[str, list[float]] = {name: [] for name in extractors}
     for extractor in extractors.values():
         extractor.extract_many(texts[:5])  # load the model, warm the caches
@@ -102,14 +86,12 @@ def main() -> None:
 
     embedder = LocalMiniLMEmbedder(batch_size=64)
     embedder.embed(["warm-up"])
-    # The stages run a backlog's parse and names' embeddings on read-ahead threads, which cProfile (this
-    # thread's) does not see: the extractor's analysis and the model's calls are timed wherever they run.
-    ran = {"analyse": 0.0, "embed": 0.0}
+    ran = {"analyse": 0.0, "embed": 0.0}  # the extractor's analysis and the model's calls, timed
     for name, owner in (("analyse", extractor), ("embed", embedder)):
-        setattr(owner, name, timed_anywhere(getattr(owner, name), ran, name))
+        setattr(owner, name, timed(getattr(owner, name), ran, name))
     with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         admin_url = embedded_admin_url(Path(tmp) / "pgdata")
-        database = Database(embedded.scratch_database_url(admin_url, "bench"))
+        database = Database(embedded.fresh_database_url(admin_url, "bench"))
         save_pairs("bench", records, database=database, embedder=embedder)
         profiler = cProfile.Profile()
         ran.update(analyse=0.0, embed=0.0)  # the sync's alone, not the save's embeddings
@@ -133,7 +115,7 @@ def main() -> None:
                 update_buffers.append(node["Plan"]["Shared Hit Blocks"] + node["Plan"]["Shared Read Blocks"])
 
     database_wait = cumulative_seconds(stats, "psycopg", "wait")
-    # the extractor's analysis wherever it ran, and its choice against the memory (this thread)
+    # the extractor's analysis (its parse, in worker processes for a batch), and its choice against the memory
     extraction = ran["analyse"] + cumulative_seconds(stats, "dreaming_dagster/extraction/providers.py", "_choose")
     model = ran["embed"]
     results = {

@@ -12,8 +12,7 @@ def sync_user(user_id: str, **kwargs):
 
 
 def save_and_sync(user_id: str, pairs, kg_id: str = "default", **kwargs):
-    """Save ``pairs`` and dream them at once, faster than the two calls (see
-    :func:`dreaming_dagster.pipeline.sync.save_and_sync`)."""
+    """Save ``pairs`` and dream them at once (see :func:`dreaming_dagster.pipeline.sync.save_and_sync`)."""
     from dreaming_dagster.pipeline.sync import save_and_sync as run
 
     return run(user_id, pairs, kg_id, **kwargs)

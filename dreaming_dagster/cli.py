@@ -289,8 +289,8 @@ def sync(user_id: str, kg_id: str | None) -> None:
 @click.option("--force", is_flag=True, help="Re-embed even when the model has not changed.")
 def reembed(force: bool) -> None:
     """Re-embed every pair and subject with the configured embedder (after switching models)."""
-    from dreaming_dagster.storage.reembed import count_rows
-    from dreaming_dagster.storage.reembed import reembed as run_reembed
+    from dreaming_dagster.reembed import count_rows
+    from dreaming_dagster.reembed import reembed as run_reembed
 
     database, embedder = default_database(), default_embedder()
     with _progress() as progress:
@@ -358,7 +358,7 @@ def ranker() -> None:
 @click.option("--seed", default=0, show_default=True)
 def train_question_type(dataset: Path | None, out: Path | None, seed: int) -> None:
     """Train the question-type classifier recall uses to fill the ranker's question-type features."""
-    from dreaming_dagster.demo import default_dataset_path
+    from dreaming_dagster.ingest.readers import default_dataset_path
     from dreaming_dagster.retrieval.question_type import SHIPPED_CLASSIFIER, train_from_longmemeval
 
     report = train_from_longmemeval(dataset or default_dataset_path(), default_embedder(),

@@ -16,26 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dreaming_dagster.ingest.readers import (
+    DATASET_VARIABLE,
     LineRecord,
+    default_dataset_path,
     iter_longmemeval_questions,
     longmemeval_session_records,
     sessions_in_date_order,
 )
-
-DATASET_VARIABLE = "DREAMING_LONGMEMEVAL_PATH"
-_SHARED_ORACLE = Path("..") / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
-
-
-def default_dataset_path() -> Path:
-    """DREAMING_LONGMEMEVAL_PATH (the settings' ``longmemeval_path``), else the shared oracle file."""
-    from dreaming_dagster.config.dagster_env import project_root
-    from dreaming_dagster.config.settings import DreamingSettings
-
-    explicit = DreamingSettings().longmemeval_path
-    if explicit:
-        return explicit
-
-    return (project_root() / _SHARED_ORACLE).resolve()
 
 
 @dataclass(frozen=True)

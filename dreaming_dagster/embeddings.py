@@ -11,7 +11,6 @@ import os
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal, Protocol
@@ -19,22 +18,12 @@ from typing import Literal, Protocol
 import numpy as np
 
 from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
+from dreaming_dagster.storage.embedding_spec import EmbeddingSpec
 
 log = logging.getLogger(__name__)
 
 LOCAL_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 LOCAL_DIMENSION = 384
-
-
-@dataclass(frozen=True)
-class EmbeddingSpec:
-    """What a vector column holds: the model that wrote it and its dimension. Recorded per database."""
-
-    model: str
-    dimension: int
-
-    def __str__(self) -> str:
-        return f"{self.model} ({self.dimension}-d)"
 
 
 class Embedder(Protocol):
@@ -156,8 +145,7 @@ PADDING_SLACK = 32
 
 # Padded word pieces one ONNX Runtime call computes at most (texts × the longest's length): two 256-piece
 # replies, eight questions, every subject name of a batch. Past this a call is no cheaper per text and pays
-# for more padding: 383 pair texts took 7.17 s in calls of up to 64 texts, 5.60 s capped at 512, 5.78 s at
-# 256, PyTorch 6.68 s (one run, scratch; `make bench-embedding-batches` measures the result).
+# for more padding (`make bench-embedding-batches` measures the bulk batch this way).
 ONNX_BATCH_TOKENS = 512
 
 

@@ -3,10 +3,9 @@
 Same weights, same fp32 arithmetic, same tokenizer, pooling and normalisation as sentence-transformers: the
 vectors agree with PyTorch's to ~2e-7 (checked on every export and in tests/test_embeddings.py), so stored
 vectors need no re-embedding and both runtimes can write to one database. What changes is the time
-(`make bench-embedding-batches`, side by side): a recall query ×0.33 of PyTorch's, three subject names
-×0.37, a pair's two turns (~60 and 256 word pieces) ×0.68, a bulk batch ×0.71 — eager PyTorch pays Python
-and dispatch overhead per operator, most of a short text's cost, and the exported graph is fused
-(:func:`fuse_transformer`: one Attention operator a layer), which takes ~20% off a long text's arithmetic.
+(`make bench-embedding-batches` times both side by side) — eager PyTorch pays Python and dispatch overhead
+per operator, most of a short text's cost, and the exported graph is fused (:func:`fuse_transformer`: one
+Attention operator a layer), which takes about a fifth off a long text's arithmetic.
 
 The ONNX graph is exported once from the installed weights (torch.onnx and the fusion, ~10 s) into a cache directory,
 keyed by the weights' digest, and loaded from there by later processes (~0.3 s). Nothing is downloaded.
@@ -33,7 +32,7 @@ log = logging.getLogger(__name__)
 
 EXPORT_OPSET = 17
 # Bump when the export itself changes (inputs, outputs, options): old files are then ignored, not reused.
-EXPORT_FORMAT = 2  # 2: eager attention, fused by ONNX Runtime's transformer optimizer (1: unfused)
+EXPORT_FORMAT = 2  # the export's file name carries it: a change of format is a new file
 # Largest |difference| allowed between ONNX Runtime's and PyTorch's pooled, normalised vectors on the probe
 # texts when an export is checked; fp32 reorderings give ~2e-7.
 EXPORT_TOLERANCE = 1e-5
@@ -81,17 +80,16 @@ def mean_pooled(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
-def export_encoder(model_dir: Path, target: Path, *, fuse: bool = True) -> Path:
+def export_encoder(model_dir: Path, target: Path) -> Path:
     """Export the transformer of ``model_dir`` to ``target`` (atomically: a concurrent process sees the
-    whole file or none), after checking that ONNX Runtime gives PyTorch's vectors on :data:`PROBE_TEXTS`.
-    ``fuse=False`` is the export before fusion (format 1: PyTorch's default attention, the graph as traced),
-    kept for comparison (bench/embedding_batches.py)."""
+    whole file or none), fused (:func:`fuse_transformer`), after checking that ONNX Runtime gives PyTorch's
+    vectors on :data:`PROBE_TEXTS`."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     # Eager attention, not PyTorch's fused kernel: its traced matmul-softmax-matmul is the pattern ONNX
     # Runtime's transformer optimizer rewrites into one Attention operator (see fuse_transformer).
-    model = AutoModel.from_pretrained(str(model_dir), **({"attn_implementation": "eager"} if fuse else {})).eval()
+    model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     probe = tokenizer(list(PROBE_TEXTS), padding=True, truncation=True, max_length=max_seq_length(model_dir),
                       return_tensors="pt")
@@ -110,7 +108,7 @@ def export_encoder(model_dir: Path, target: Path, *, fuse: bool = True) -> Path:
         expected = mean_pooled(model(**probe).last_hidden_state.numpy(), probe["attention_mask"].numpy())
     dynamic = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, scratch = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
+    handle, partial = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
     os.close(handle)
     try:
         with warnings.catch_warnings():
@@ -118,14 +116,13 @@ def export_encoder(model_dir: Path, target: Path, *, fuse: bool = True) -> Path:
             # Python-side shape checks become constants: neither holds for this graph, as the check below shows.
             warnings.simplefilter("ignore")
             torch.onnx.export(LastHiddenState(model),
-                              (probe["input_ids"], probe["attention_mask"], probe["token_type_ids"]), scratch,
+                              (probe["input_ids"], probe["attention_mask"], probe["token_type_ids"]), partial,
                               input_names=list(_INPUTS),
                               output_names=["last_hidden_state"], dynamic_axes=dynamic,
                               opset_version=EXPORT_OPSET, dynamo=False)
-        if fuse:
-            fuse_transformer(Path(scratch), num_heads=model.config.num_attention_heads,
-                             hidden_size=model.config.hidden_size)
-        session = _session(Path(scratch), threads=1)
+        fuse_transformer(Path(partial), num_heads=model.config.num_attention_heads,
+                         hidden_size=model.config.hidden_size)
+        session = _session(Path(partial), threads=1)
         got = mean_pooled(session.run(None, {name: probe[name].numpy() for name in _INPUTS})[0],
                           probe["attention_mask"].numpy())
         difference = float(np.abs(got - expected).max())
@@ -133,10 +130,10 @@ def export_encoder(model_dir: Path, target: Path, *, fuse: bool = True) -> Path:
             raise ExportMismatchError(f"ONNX export of {model_dir.name} differs from PyTorch by {difference:.2e}")
         # mkstemp makes the file private; the export is public weights, and an image built by one user is
         # read by another.
-        os.chmod(scratch, 0o644)
-        os.replace(scratch, target)
+        os.chmod(partial, 0o644)
+        os.replace(partial, target)
     finally:
-        Path(scratch).unlink(missing_ok=True)
+        Path(partial).unlink(missing_ok=True)
     return target
 
 
@@ -144,8 +141,7 @@ def fuse_transformer(path: Path, *, num_heads: int, hidden_size: int) -> dict[st
     """Rewrite the BERT graph at ``path`` in place with ONNX Runtime's transformer optimizer: each layer's
     attention becomes one Attention operator, the embeddings one EmbedLayerNormalization, residual adds and
     layer norms SkipLayerNormalization, the exact (erf) GELU with its bias BiasGelu. The same fp32 arithmetic
-    in fewer, fused kernels: a pair's two turns ×0.82 of the unfused export's time, a bulk batch ×0.79
-    (bench-embedding-batches).
+    in fewer, fused kernels (`make bench-embedding-batches` times it against the simple export).
     Returns the fused operators' counts. Should the optimizer fail (another transformers' graph, say), the
     unfused graph is kept with a warning: it is correct, only slower; the caller checks either against PyTorch."""
     try:

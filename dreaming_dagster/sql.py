@@ -3,10 +3,6 @@
 ``load_sql("memory_pairs/insert_pairs")`` reads ``dbt_like_sql/memory_pairs/insert_pairs.sql``. Files are
 read once per process. A source checkout uses the top-level folder; a wheel carries a copy inside the
 package (``dreaming_dagster/_dbt_like_sql``).
-
-A model may mark optional sections, lines between ``-- begin section NAME`` and ``-- end section NAME``:
-``load_sql_without(model, NAME)`` is the statement without them (one statement in one file, in two shapes,
-where a smaller shape saves Postgres parsing and planning what a call never runs).
 """
 
 from __future__ import annotations
@@ -40,25 +36,3 @@ def load_sql(name: str) -> str:
 def migration_files() -> list[Path]:
     """The ordered migration files (``dbt_like_sql/migrations/NNNN_name.sql``)."""
     return sorted((sql_root() / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql"))
-
-
-@cache
-def load_sql_without(name: str, section: str) -> str:
-    """The model ``name`` without the lines of its section ``section`` (markers included)."""
-    begin, end = f"-- begin section {section}", f"-- end section {section}"
-    kept, inside, found = [], False, 0
-    for line in load_sql(name).splitlines(keepends=True):
-        marker = line.strip().split(" (", 1)[0]  # a marker may say why in parentheses after its name
-        if marker == begin:
-            if inside:
-                raise ValueError(f"SQL model {name!r}: section {section!r} begins again before it ends")
-            inside, found = True, found + 1
-        elif marker == end:
-            if not inside:
-                raise ValueError(f"SQL model {name!r}: section {section!r} ends before it begins")
-            inside = False
-        elif not inside:
-            kept.append(line)
-    if inside or not found:
-        raise ValueError(f"SQL model {name!r}: section {section!r} is {'not closed' if inside else 'missing'}")
-    return "".join(kept)

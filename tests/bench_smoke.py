@@ -15,13 +15,19 @@ from tests.conftest import PROJECT_ROOT
 BENCH = PROJECT_ROOT / "bench"
 
 
-def run_bench(name: str, *argv: str, out: Path | None = None) -> dict:
-    """``bench/<name>.py`` with ``argv`` (and ``--out`` when given); returns the result it wrote."""
+def bench_module(name: str):
+    """``bench/<name>.py`` imported (the benches import their shared modules as ``common``, ``synthetic``)."""
     if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))  # the benches import their shared module as `common`
+        sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def run_bench(name: str, *argv: str, out: Path | None = None) -> dict:
+    """``bench/<name>.py`` with ``argv`` (and ``--out`` when given); returns the result it wrote."""
+    module = bench_module(name)
     import torch
 
     # One core for the bench's model and parser: the other is the other test worker's.

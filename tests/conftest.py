@@ -54,7 +54,7 @@ def pg_admin_url(data_dir) -> str:
 @pytest.fixture
 def database_url(pg_admin_url) -> str:
     """A brand-new, empty database on the session's embedded server."""
-    return embedded.scratch_database_url(pg_admin_url, "t")
+    return embedded.fresh_database_url(pg_admin_url, "t")
 
 
 @pytest.fixture

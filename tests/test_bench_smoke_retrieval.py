@@ -25,11 +25,7 @@ def test_recall_bench(tmp_path):
     latency = result["latency_heavy_user"]
     assert result["data"]["heavy_user_postings"] > 0 and latency["hybrid"] and latency["hybrid_statement_pool"]
     # The pool found in the process and the statement's own draw the same rows, query by query.
-    assert latency["hybrid_rows_equal_to_statement_pool"] == "25/25" and latency["postings_blocks_read"] > 0
-    # The statement as recall runs it now (without its own lexical search when it needs none, prepared) draws
-    # the same rows as the whole statement unprepared.
-    assert latency["hybrid_rows_equal_as_before"] == latency["composite_rows_equal_as_before"] == "25/25"
-    assert latency["hybrid_as_before"]["n"] == latency["composite_as_before"]["n"] == 15
+    assert latency["hybrid_rows_equal_to_statement_pool"] == "25/25"
     # The served statement (with the graph side) ran every query, its subjects read through their indexes.
     assert latency["served"]["n"] == latency["hybrid"]["n"] == 15
     assert {"subjects_embedding_hnsw_idx", "subjects_name_words_idx"} <= set(result["plan_heavy_user_served"]["indexes"])
@@ -39,10 +35,7 @@ def test_recall_bench(tmp_path):
     assert mid["served"]["n"] == 15 and mid["plan_served"]["exact_fallback_executed"]
     assert mid["exact_scan"]["pairs"] == 400 and mid["exact_scan"]["buffers_per_pair"] < 1
     assert set(mid["vector_storage"].values()) == {"m"}
-    # recall() end to end both ways (the same rankings are asserted inside), every question timed.
-    end_to_end = result["recall_end_to_end"]
-    assert end_to_end["while_embedding"]["n"] == end_to_end["after_embedding"]["n"] == 15
-    assert end_to_end["lexical_pool_wait_after_embedding_ms"]["n"] == 15
+    assert result["recall_end_to_end"]["recall"]["n"] == 15  # recall() end to end, every question timed
     # The bench's server ran with the embedded default; the comparison's rounds each started it with their own
     # setting and timed every query.
     auto = megabytes(resolved_shared_buffers("auto"))
@@ -78,7 +71,7 @@ def test_longmemeval_bench(tmp_path):
 def test_graph_bench(tmp_path):
     result = run_bench("graph", "--limit-questions", "10", "--throughput-pairs", "20", "--runs", "1", "--epochs", "1",
                        "--demo-users", "1", "--demo-questions-per-user", "1", out=tmp_path / "r.json")
-    assert set(result["ablation"]) == {"entities", "keyphrases"} and result["health"]["entities"]["subjects"] > 0
+    assert set(result["ablation"]) == {"entities"} and result["health"]["entities"]["subjects"] > 0
 
 
 def test_serve_bench(tmp_path):

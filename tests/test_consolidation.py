@@ -200,8 +200,8 @@ def test_the_offline_provider_merges_name_variants_and_keeps_distinct_subjects(d
     assert report.mode == "compact" and "Avery" in report.summary
 
 
-def test_the_offline_pass_cleans_a_graph_built_by_the_earlier_extractor(database, graph):
-    """What the keyphrase extractor left (greetings, generic words, clause pieces, plural variants) goes in
+def test_the_offline_pass_cleans_a_noisy_graph(database, graph):
+    """What a noisy extractor leaves (greetings, generic words, clause pieces, plural variants) goes in
     one compact pass: archived restorably with the reason, or merged; real subjects stay."""
     pairs = graph["pairs"]
     noise = {name: subject(database, "alice", name, pairs=pairs[i:i + 1]) for i, name in enumerate(

@@ -95,3 +95,19 @@ def test_the_memory_service_manifest_runs_dreaming_serve_with_probes_the_app_ans
     assert {container["readinessProbe"]["httpGet"]["path"], service["metadata"]["annotations"]["prometheus.io/path"]} <= routes
     port = container["args"][container["args"].index("--port") + 1]
     assert service["spec"]["ports"][0]["port"] == int(port) == container["ports"][0]["containerPort"]
+
+
+def test_the_wheel_carries_the_sql_the_package_loads_and_no_benchmark_or_reference_sql():
+    import re
+    import tomllib
+
+    included = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"][
+        "wheel"]["force-include"]
+    folders = {source.removeprefix("dbt_like_sql/") for source in included}
+    assert all(target == f"dreaming_dagster/_dbt_like_sql/{source.removeprefix('dbt_like_sql/')}"
+               for source, target in included.items())
+    loaded = {match for path in (PROJECT_ROOT / "dreaming_dagster").rglob("*.py")
+              for match in re.findall(r'load_sql(?:_without)?\(\s*"([a-z_]+)/', path.read_text())}
+    assert loaded and loaded | {"migrations"} <= folders
+    assert not folders & {"bench", "reference"}
+    assert folders <= {p.name for p in (PROJECT_ROOT / "dbt_like_sql").iterdir() if p.is_dir()}

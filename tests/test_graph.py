@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from dreaming_dagster.cli import main
 from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.hubs import HubRule
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import stages
-from dreaming_dagster.pipeline.hubs import HubRule
 from dreaming_dagster.pipeline.sync import sync_user
 
 PLACES = ["Lisbon", "Kyoto", "Denver", "Oslo", "Nairobi", "Lima", "Austin", "Porto", "Hanoi", "Quebec"]

@@ -16,7 +16,6 @@ from dreaming_dagster.ingest.records import InvalidInputError, MemoryPair
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY, SignalWeights
 from dreaming_dagster.retrieval.recaller import (
-    EXHAUSTIVE_LEXICAL_PRUNING,
     LexicalPruning,
     Recaller,
     composite_parameters,
@@ -268,7 +267,7 @@ def test_the_lexical_pool_is_the_exact_bm25_top_whatever_the_first_round_reads(d
                               "FROM word_blocks b JOIN user_lexemes u ON u.id = b.lexeme_id "
                               "WHERE u.user_id = 'gil'").fetchone()
     assert blocks["sorted"] > 10 and blocks["every"] > blocks["sorted"]
-    rules = [EXHAUSTIVE_LEXICAL_PRUNING, LexicalPruning(seed_postings=1), LexicalPruning(seed_postings=200),
+    rules = [LexicalPruning(seed_postings=0), LexicalPruning(seed_postings=1), LexicalPruning(seed_postings=200),
              LexicalPruning()]
     for query in QUERIES:
         for k in (1, 10, 40):

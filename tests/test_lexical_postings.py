@@ -40,12 +40,25 @@ def lexical_scores(rows: list[tuple]) -> list[float]:
     return sorted((bm25 for _, _, in_lexical, bm25, _ in rows if in_lexical), reverse=True)
 
 
+class CountingCache(WordPostingsCache):
+    """The cache, counting the blocks it reads from the database."""
+
+    def __init__(self, max_bytes: int):
+        super().__init__(max_bytes)
+        self.fetched_blocks = 0
+
+    def _fetch(self, conn, **kwargs):
+        listing = super()._fetch(conn, **kwargs)
+        self.fetched_blocks += sum(sent for word in listing.values() for _, _, sent in word.blocks)
+        return listing
+
+
 def save(database, user_id: str, pairs) -> None:
     save_validated_pairs(database, HashEmbedder(), user_id, "default", pairs, embed=False, index_words=True)
 
 
 def test_the_cached_pool_is_the_statements_pool_through_saves_resorts_and_deletes(database):
-    cache = WordPostingsCache(64 * MB)
+    cache = CountingCache(64 * MB)
     pairs = zipf_pairs(700, seed=11)
     for chunk in range(7):  # tails appended across statements, words re-sorted on the way
         save(database, "gil", pairs[chunk * 100:][:100])
@@ -106,7 +119,7 @@ def test_recalls_from_threads_with_evictions_racing_draw_the_same_pools(database
 def test_one_cache_serves_users_and_databases_apart(database, pg_admin_url):
     """The same words for two users, and the same user, word ids and pair numbers in another database (a
     new database numbers its words and pairs anew): each pool holds only its own user's pairs, exactly."""
-    other = Database(embedded.scratch_database_url(pg_admin_url, "t"))
+    other = Database(embedded.fresh_database_url(pg_admin_url, "t"))
     save(database, "ann", zipf_pairs(200, seed=1))
     save(database, "bob", zipf_pairs(200, seed=2))
     save(other, "ann", zipf_pairs(200, seed=9))
@@ -124,12 +137,12 @@ def test_one_cache_serves_users_and_databases_apart(database, pg_admin_url):
 def test_as_of_and_an_empty_cache_leave_the_pool_to_the_statement(database):
     save(database, "gil", zipf_pairs(200, seed=4))
     before = EPOCH + timedelta(hours=120)
-    cache = WordPostingsCache(64 * MB)
+    cache = CountingCache(64 * MB)
     for query in QUERIES:
         assert ranked(database, "gil", query, 20, cache, as_of=before) == ranked(database, "gil", query, 20, None,
                                                                                  as_of=before)
     assert cache.fetched_blocks == 0 and cache.held_bytes == 0
-    off = WordPostingsCache(0)
+    off = CountingCache(0)
     assert not off.enabled
     assert ranked(database, "gil", "garden piano", 20, off) == ranked(database, "gil", "garden piano", 20, None)
     assert off.fetched_blocks == 0
@@ -152,64 +165,36 @@ def test_recall_holds_postings_as_configured(database):
         plain.close()
 
 
-class EmbedderWaitingForTheLexicalPool(HashEmbedder):
-    """Embeds a query only once the recaller's lexical pool for it has been found (``found``, or after 10 s,
-    counted): with the pool found after the embedding, as before, every recall would wait out the timeout."""
-
-    def __init__(self, found: threading.Event):
-        super().__init__()
-        self.found, self.waiting, self.waited_out = found, True, 0
-
-    def embed(self, texts):
-        if self.waiting:
-            if not self.found.wait(timeout=10):
-                self.waited_out += 1
-            self.found.clear()
-        return super().embed(texts)
-
-
-def test_recall_finds_the_lexical_pool_while_the_query_is_embedded(database):
+def test_recall_finds_the_lexical_pool_from_held_postings_with_the_statements_ranking(database):
     save(database, "gil", zipf_pairs(300, seed=8))
-    found = threading.Event()
-    embedder = EmbedderWaitingForTheLexicalPool(found)
-    overlapped = Recaller.from_settings(database, embedder, DreamingSettings(recall_lexical_cache_mb=16))
-    after = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=16))
-    after.find_lexical_pool_while_embedding = False
+    held = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=16))
     statement = Recaller.from_settings(database, HashEmbedder(), DreamingSettings(recall_lexical_cache_mb=0))
-    pool_pairs = overlapped.lexical_postings.pool_pairs
-    threads_finding: set[str] = set()
+    found = []
+    pool_pairs = held.lexical_postings.pool_pairs
 
     def spied_pool_pairs(*args, **kwargs):
-        pairs = pool_pairs(*args, **kwargs)
-        threads_finding.add(threading.current_thread().name)
-        found.set()
-        return pairs
+        found.append(kwargs.get("query_text"))
+        return pool_pairs(*args, **kwargs)
 
-    overlapped.lexical_postings.pool_pairs = spied_pool_pairs
+    held.lexical_postings.pool_pairs = spied_pool_pairs
     try:
-        for _ in range(2):  # from held postings, then from postings read by the first round
+        for _ in range(2):  # from postings read by the first round, then from held ones
             for query in QUERIES:
-                served = overlapped.recall("gil", query, k=10)
-                assert [m.pair_id for m in served] == [m.pair_id for m in after.recall("gil", query, k=10)] == [
-                    m.pair_id for m in statement.recall("gil", query, k=10)]
-                assert [m.score for m in served] == pytest.approx(
-                    [m.score for m in after.recall("gil", query, k=10)], abs=1e-6)
-                assert "lexical_pool_wait" in served.timings_ms
-        assert embedder.waited_out == 0
-        assert threads_finding and all(name.startswith("recall-lexical-pool") for name in threads_finding)
+                served = held.recall("gil", query, k=10)
+                expected = statement.recall("gil", query, k=10)
+                assert [m.pair_id for m in served] == [m.pair_id for m in expected]
+                assert [m.score for m in served] == pytest.approx([m.score for m in expected], abs=1e-6)
+        assert len(found) == 2 * len(QUERIES)
         # As of a past time the statement finds the pool (the postings held are the current ones).
-        found.clear()
-        embedder.waiting = False  # an as_of recall starts no thread: nothing would set `found`
-        overlapped.recall("gil", QUERIES[0], k=10, as_of=EPOCH + timedelta(hours=100))
-        assert not found.is_set()
+        held.recall("gil", QUERIES[0], k=10, as_of=EPOCH + timedelta(hours=100))
+        assert len(found) == 2 * len(QUERIES)
     finally:
-        for recaller in (overlapped, after, statement):
-            recaller.close()
+        held.close()
+        statement.close()
 
 
 def test_recalls_from_more_threads_than_connections_find_their_lexical_pools(database):
-    """Each recall's pool is found on a connection of the recaller's pool while the recall's own thread
-    holds none: eight threads over one connection all finish, each with the statement's ranking."""
+    """Eight threads over one connection all finish, each with the statement's ranking."""
     save(database, "gil", zipf_pairs(300, seed=9))
     settings = DreamingSettings(recall_lexical_cache_mb=16, recall_connections=1)
     recaller = Recaller.from_settings(database, HashEmbedder(), settings)

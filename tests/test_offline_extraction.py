@@ -19,7 +19,7 @@ from dreaming_dagster.extraction.entities import (
     salient_in_memory,
     singular,
 )
-from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor
+from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.extraction.schema import MAX_SUBJECTS, SUBJECT_TYPES
 from tests.conftest import ORACLE, PROJECT_ROOT
 
@@ -214,12 +214,6 @@ def test_helpers():
     assert is_generic("Great List") and is_generic("wow") and is_generic("Recipe Ideas") is False
 
 
-def test_the_earlier_keyphrase_extractor_stays_available():
-    extraction = KeyphraseExtractor().extract(*EXAMPLES[1])
-    assert KeyphraseExtractor.provider == "offline-keyphrases" and extraction.subjects
-
-
-@pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
 def test_one_entity_pass_over_both_turns_annotates_as_two_separate_passes():
     """In process, the entity recogniser reads the user turns and the reply heads in one call; every token's
     tag, dependency and entity must be what the two separate pipeline calls (the worker processes' way) give."""

@@ -111,7 +111,7 @@ def test_processes_exporting_at_once_all_get_the_same_file(tmp_path):
     script = ("from pathlib import Path; from dreaming_dagster.embeddings import LocalMiniLMEmbedder;"
               f"e = LocalMiniLMEmbedder(model_cache_dir=Path({str(tmp_path)!r})); v = e.embed(['my sister']);"
               "print(e.runtime_used, ' '.join(f'{x:.5f}' for x in v[0][:4]))")
-    runs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    runs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [run.communicate(timeout=300)[0].strip() for run in runs]
     assert all(run.returncode == 0 for run in runs)
     assert len(set(outputs)) == 1 and outputs[0].startswith("onnx ")

@@ -53,7 +53,7 @@ def dreamed_slice(pg_admin_url, local_embedder) -> tuple[Database, object, set[t
     graph the kill, rebuild and idempotence tests must reproduce (their own databases start empty)."""
     from dreaming_dagster.storage import embedded
 
-    database = Database(embedded.scratch_database_url(pg_admin_url, "slice"))
+    database = Database(embedded.fresh_database_url(pg_admin_url, "slice"))
     save_pairs("alice", oracle_records(), database=database, embedder=local_embedder)
     return database, sync(database, local_embedder), graph_signature(database)
 

@@ -12,8 +12,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.ingest.records import InvalidInputError
-from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.features import FEATURE_NAMES, UserProfile, build_features
 from dreaming_dagster.retrieval.ranker import (
     COSINE_ONLY,
@@ -25,6 +25,7 @@ from dreaming_dagster.retrieval.ranker import (
 )
 from dreaming_dagster.retrieval.recaller import Recaller, composite_parameters, composite_rows
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, combined_score
+from tests.bench_smoke import bench_module
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_lexemes, text_vector
 
 QUERIES = ["what did I say about hiking", "my sister's birthday", "the car", "when did we talk", "x"]
@@ -236,7 +237,7 @@ def crowd(pg_admin_url):
     from dreaming_dagster.storage import embedded
     from dreaming_dagster.storage.database import Database
 
-    database = Database(embedded.scratch_database_url(pg_admin_url, "crowd"))
+    database = Database(embedded.fresh_database_url(pg_admin_url, "crowd"))
     database.ensure_schema(HashEmbedder.spec)
     users = {f"user{i}": build_user(database, f"user{i}", pairs=8 + 3 * i, subjects=5, seed=100 + i)
              for i in range(12)}
@@ -269,7 +270,7 @@ def indexed_memory(pg_admin_url):
     from psycopg.rows import dict_row
 
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-    from dreaming_dagster.retrieval.synthetic import load_user
+    load_user = bench_module("synthetic").load_user
     from dreaming_dagster.sql import load_sql
     from dreaming_dagster.storage import embedded
     from dreaming_dagster.storage.database import Database
@@ -278,7 +279,7 @@ def indexed_memory(pg_admin_url):
         def update(self, n):
             pass
 
-    database = Database(embedded.scratch_database_url(pg_admin_url, "hnsw"))
+    database = Database(embedded.fresh_database_url(pg_admin_url, "hnsw"))
     database.ensure_schema(LocalMiniLMEmbedder.spec)
     rng = np.random.default_rng(3)
     with psycopg.connect(database.url, autocommit=True, row_factory=dict_row) as conn:
@@ -331,7 +332,7 @@ class FixedQueryEmbedder:
 
 def test_the_pool_uses_the_hnsw_index_for_a_large_user(indexed_memory):
     from dreaming_dagster.retrieval.recaller import Recaller
-    from dreaming_dagster.retrieval.synthetic import queries_around
+    queries_around = bench_module("synthetic").queries_around
 
     database, centres = indexed_memory
     query = queries_around(np.random.default_rng(5), centres, 1)[0]
@@ -355,7 +356,7 @@ def test_a_short_hnsw_scan_falls_back_to_the_exact_pool(indexed_memory):
     from pgvector.psycopg import register_vector
     from psycopg.rows import dict_row
 
-    from dreaming_dagster.retrieval.synthetic import queries_around
+    queries_around = bench_module("synthetic").queries_around
 
     database, centres = indexed_memory
     with psycopg.connect(database.url, autocommit=True, row_factory=dict_row, prepare_threshold=None) as conn:
@@ -442,7 +443,7 @@ def test_the_profile_is_cached_by_dreaming_and_live_before_it(database, memory):
 def test_prepared_recall_statements_are_planned_for_each_call(indexed_memory):
     """Recall prepares its statements, yet plans every call with its parameters: a generic plan, chosen after
     five runs, would take one pool strategy (HNSW or the exact scan) for the large and the light users alike."""
-    from dreaming_dagster.retrieval.synthetic import queries_around
+    queries_around = bench_module("synthetic").queries_around
 
     database, centres = indexed_memory
     query = queries_around(np.random.default_rng(8), centres, 1)[0]
@@ -468,30 +469,6 @@ def test_prepared_recall_statements_are_planned_for_each_call(indexed_memory):
     finally:
         prepared.close()
         unprepared.close()
-
-
-@pytest.mark.parametrize("lexical_pool_size", [0, 6])
-def test_the_statement_without_its_lexical_search_draws_the_same_rows(database, memory, lexical_pool_size):
-    """With the pool supplied (or none wanted) recall runs the statement without its statement_pool section:
-    the same rows and signals as the whole statement, which finds the pool itself."""
-    from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
-    from dreaming_dagster.retrieval.recaller import composite_statement
-    from dreaming_dagster.sql import load_sql
-
-    rng = np.random.default_rng(4)
-    with database.connect() as conn:
-        for query_text in QUERIES:
-            params = composite_parameters(user_id="alice", kg_id="default", query_embedding=rng.normal(size=8),
-                                          query_text=query_text, weights=COSINE_ONLY, pool_size=5,
-                                          lexical_pool_size=lexical_pool_size, row_limit=20, reference_time=NOW)
-            whole = conn.execute(load_sql("retrieval/composite_ranking"), params).fetchall()
-            if lexical_pool_size:
-                assert composite_statement(params) == load_sql("retrieval/composite_ranking")  # it finds the pool
-                params["lexical_pool_pairs"] = WordPostingsCache(2**20).pool_pairs(
-                    conn, user_id="alice", kg_id="default", query_text=params["query_text"], k=lexical_pool_size)
-            statement = composite_statement(params)
-            assert "word_bounds" not in statement and len(statement) < len(load_sql("retrieval/composite_ranking"))
-            assert conn.execute(statement, params).fetchall() == whole
 
 
 def test_recall_prepares_statements_unless_the_settings_say_not(database):

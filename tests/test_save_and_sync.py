@@ -1,5 +1,5 @@
-"""save_and_sync: saving and dreaming in one call, with the extraction read ahead while the pairs are stored
-(extraction/read_ahead.py) — the same graph as save_pairs then sync_user, on real Postgres."""
+"""save_and_sync: saving and dreaming in one call — the same graph as save_pairs then sync_user, on real
+Postgres."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import threading
 import pytest
 
 import dreaming_dagster as dd
-from dreaming_dagster.extraction.providers import KeyphraseExtractor, OfflineExtractor, OpenAIExtractor
-from dreaming_dagster.extraction.read_ahead import READ_AHEAD_MAX_PAIRS, ExtractionReadAhead
+from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs
 from dreaming_dagster.llm.client import JSONChatClient
@@ -35,61 +34,34 @@ def exchange(n: int, session: str = "s1", **overrides) -> dict:
     return pair(n, session, user_message=f"{user} ({n})", assistant_message=reply, **overrides)
 
 
-class CountingExtractor(OfflineExtractor):
-    """The offline extractor, recording which thread analysed which pairs."""
-
-    def __init__(self):
-        super().__init__()
-        self.analysed: list[tuple[str, int]] = []
-        self._record = threading.Lock()
-
-    def analyse(self, pairs):
-        with self._record:
-            self.analysed.append((threading.current_thread().name, len(pairs)))
-        return super().analyse(pairs)
-
-
-def dream_both_ways(database, embedder, records, extractor_factory=OfflineExtractor):
-    """The same records saved and dreamed by two users: one with two calls, one with save_and_sync."""
-    save_pairs("two-calls", records, database=database, embedder=embedder)
-    two = sync_user("two-calls", database=database, embedder=embedder, extractor=extractor_factory(),
-                    refiner=OfflineRefiner())
-    one = save_and_sync("one-call", records, database=database, embedder=embedder, extractor=extractor_factory(),
-                        refiner=OfflineRefiner())
-    return two, one
-
-
-def test_one_call_dreams_the_same_graph_as_two_calls_reading_each_pair_once_ahead(database, local_embedder):
-    extractor = CountingExtractor()
+def test_one_call_dreams_the_same_graph_as_two_calls(database, local_embedder):
+    extractor = OfflineExtractor()
     for n in range(3):  # saved one exchange at a time, as an agent does between turns
         save_pairs("two-calls", [exchange(n)], database=database, embedder=local_embedder)
         two = sync_user("two-calls", database=database, embedder=local_embedder, extractor=OfflineExtractor(),
                         refiner=OfflineRefiner())
         one = save_and_sync("one-call", [exchange(n)], database=database, embedder=local_embedder,
                             extractor=extractor, refiner=OfflineRefiner())
-        assert one.saved.inserted == 1 and one.read_ahead == 1
+        assert one.saved.inserted == 1
         assert one.synced.extraction["pairs"] == two.extraction["pairs"] == 1
         assert one.synced.links["links"] == two.links["links"] > 0
         assert stages.graph_signature(database, "one-call") == stages.graph_signature(database, "two-calls")
-    # Every pair analysed exactly once, on the read-ahead thread: the stage finished it from there.
-    assert [(name.startswith("extraction-read-ahead"), count) for name, count in extractor.analysed] == [(True, 1)] * 3
     # The pairs are stored as save_pairs stores them, and nothing of one user leaks into the other.
     assert stages.graph_stats(database, "one-call") == stages.graph_stats(database, "two-calls")
 
 
 def test_a_batch_a_retry_and_older_pending_pairs(database, local_embedder):
     save_pairs("alice", [exchange(0)], database=database, embedder=local_embedder)  # pending, never synced
-    extractor = CountingExtractor()
+    extractor = OfflineExtractor()
     result = save_and_sync("alice", [exchange(1), exchange(2)], database=database, embedder=local_embedder,
                            extractor=extractor, refiner=OfflineRefiner())
-    # The two new pairs were read ahead; the older pending one was read by the stage, in the same batch.
-    assert (result.saved.inserted, result.read_ahead, result.synced.extraction["pairs"]) == (2, 2, 3)
-    assert sorted(count for _, count in extractor.analysed) == [1, 2]
+    # The two new pairs and the older pending one are dreamed in the same sync.
+    assert (result.saved.inserted, result.synced.extraction["pairs"]) == (2, 3)
     signature = stages.graph_signature(database, "alice")
     again = save_and_sync("alice", [exchange(1), exchange(2)], database=database, embedder=local_embedder,
                           extractor=extractor, refiner=OfflineRefiner())
-    # A retry stores nothing, reads nothing ahead and leaves the graph as it was.
-    assert (again.saved.inserted, again.saved.duplicates, again.read_ahead) == (0, 2, 0)
+    # A retry stores nothing and leaves the graph as it was.
+    assert (again.saved.inserted, again.saved.duplicates) == (0, 2)
     assert again.synced.extraction.get("pairs", 0) == 0 and stages.graph_signature(database, "alice") == signature
 
 
@@ -131,13 +103,7 @@ def test_from_threads_each_user_gets_its_own_graph(database, local_embedder):
         assert stages.graph_health(database, user)["unfinished_pairs"] == 0
 
 
-def test_the_keyphrase_extractor_is_not_read_ahead_and_gives_the_same_graph(database, local_embedder):
-    two, one = dream_both_ways(database, local_embedder, [exchange(n) for n in range(3)], KeyphraseExtractor)
-    assert one.read_ahead == 0 and one.synced.extraction["pairs"] == two.extraction["pairs"] == 3
-    assert stages.graph_signature(database, "one-call") == stages.graph_signature(database, "two-calls")
-
-
-def test_an_llm_extractor_is_called_once_a_pair_ahead_of_the_stage(database, local_embedder, openai_stub):
+def test_an_llm_extractor_is_called_once_a_pair(database, local_embedder, openai_stub):
     openai_stub.default_chat_reply = lambda body: json.dumps({"summary": "a trip", "subjects": [
         {"name": "Yosemite Trip", "description": "A trip to Yosemite", "type": "event"}]})
 
@@ -147,43 +113,10 @@ def test_an_llm_extractor_is_called_once_a_pair_ahead_of_the_stage(database, loc
 
     result = save_and_sync("alice", [exchange(0), exchange(1)], database=database, embedder=local_embedder,
                            extractor=llm(), refiner=OfflineRefiner())
-    assert result.read_ahead == 2 and result.synced.extraction["pairs"] == 2
-    assert len(openai_stub.chat_calls("main-model")) == 2  # the stage did not call the model again
+    assert result.synced.extraction["pairs"] == 2
+    assert len(openai_stub.chat_calls("main-model")) == 2
     ((_, linked_pairs),) = stages.graph_signature(database, "alice")  # one subject, linked to both pairs
     assert len(linked_pairs) == 2
-
-
-def test_a_read_ahead_that_fails_falls_back_to_the_stage(database, local_embedder):
-    class FailingAhead(OfflineExtractor):
-        calls = 0
-
-        def analyse(self, pairs):
-            FailingAhead.calls += 1
-            if threading.current_thread().name.startswith("extraction-read-ahead"):
-                raise RuntimeError("the parser fell over")
-            return super().analyse(pairs)
-
-    result = save_and_sync("alice", [exchange(0)], database=database, embedder=local_embedder,
-                           extractor=FailingAhead(), refiner=OfflineRefiner())
-    assert (result.read_ahead, result.synced.extraction["pairs"], FailingAhead.calls) == (0, 1, 2)
-    assert stages.graph_health(database, "alice")["unfinished_pairs"] == 0
-
-
-def test_the_read_ahead_finishes_exactly_what_the_extractor_would():
-    pairs = [(user, reply) for user, reply in EXCHANGES] + [("", "Only a reply about Kyoto.")]
-    extractor = OfflineExtractor()
-    memory = lambda names: {name: False for name in names if "yosemite" in name}  # noqa: E731
-    with ExtractionReadAhead(extractor) as read_ahead:
-        assert read_ahead.start(pairs[:3]) and read_ahead.batch_size == extractor.batch_size
-        ahead = read_ahead.extract_many(pairs, memory=memory)  # three read ahead, two read here
-        assert (read_ahead.read_ahead, read_ahead.read_in_stage) == (3, 0)
-        too_many = [(f"message {n}", "reply") for n in range(READ_AHEAD_MAX_PAIRS + 1)]
-        assert not read_ahead.start([]) and not read_ahead.start(too_many)  # left to the stage
-    assert [e.model_dump() for e in ahead] == [e.model_dump() for e in extractor.extract_many(pairs, memory=memory)]
-    with ExtractionReadAhead(KeyphraseExtractor()) as read_ahead:
-        assert not read_ahead.supported and not read_ahead.start(pairs)
-    with pytest.raises(ValueError, match="analysed"):
-        extractor.extract_many(pairs, analysed=[[]])
 
 
 def test_from_a_fresh_process_with_the_embedded_defaults(cli_env, database_url):
@@ -191,11 +124,11 @@ def test_from_a_fresh_process_with_the_embedded_defaults(cli_env, database_url):
             "rs = [dd.save_and_sync('alice', [{'session_id': 's', 'user_message': f'We hike Mount Tam with Priya {n}',"
             " 'assistant_message': 'Mount Tam has great views.', 'occurred_at': '2024-05-0%dT10:00:00Z' % (n + 1)}])"
             " for n in range(2)]\n"
-            "print(json.dumps([[r.saved.inserted, r.read_ahead, r.synced.extraction['pairs']] for r in rs]))")
+            "print(json.dumps([[r.saved.inserted, r.synced.extraction['pairs']] for r in rs]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT,
                          env={**os.environ})
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[1, 1, 1], [1, 1, 1]]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[1, 1], [1, 1]]
 
 
 def test_the_package_exports_it():

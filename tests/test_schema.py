@@ -5,6 +5,7 @@ import pytest
 
 from dreaming_dagster.embeddings import EmbeddingSpec
 from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.reembed import reembed
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import database as database_module
 from dreaming_dagster.storage.database import (
@@ -14,7 +15,6 @@ from dreaming_dagster.storage.database import (
     apply_migrations,
     load_migrations,
 )
-from dreaming_dagster.storage.reembed import reembed
 from tests.conftest import pair, run_concurrently, stub_embedder
 from tests.retrieval_fixtures import HashEmbedder, text_vector
 
@@ -168,27 +168,3 @@ def test_vectors_are_stored_in_their_rows(database):
     assert plan["Actual Rows"] == 120
     assert buffers <= 70, f"{buffers} buffers for 120 pairs: the vectors are read out of line"
     assert sizes == {"smallest": 4 * 384 + 8, "largest": 4 * 384 + 8}  # stored whole, not compressed
-
-
-def test_a_model_section_is_left_out_whole_and_bad_markers_are_refused(tmp_path, monkeypatch):
-    from dreaming_dagster import sql
-
-    root = tmp_path / "dbt_like_sql"
-    (root / "m").mkdir(parents=True)
-    (root / "m" / "good.sql").write_text("SELECT 1\n-- begin section extra (why it can go)\n, 2\n-- end section extra\n, 3\n"
-                                         "-- begin section extra\n, 4\n-- end section extra\n")
-    (root / "m" / "open.sql").write_text("SELECT 1\n-- begin section extra\n, 2\n")
-    (root / "m" / "twice.sql").write_text("-- begin section extra\n-- begin section extra\n-- end section extra\n")
-    (root / "m" / "none.sql").write_text("SELECT 1\n")
-    monkeypatch.setattr(sql, "_CANDIDATE_ROOTS", (root,))
-    for cached in (sql.sql_root, sql.load_sql, sql.load_sql_without):
-        cached.cache_clear()
-    try:
-        assert sql.load_sql_without("m/good", "extra") == "SELECT 1\n, 3\n"
-        assert "2" in sql.load_sql("m/good")  # the model itself is unchanged
-        for name, problem in [("m/open", "not closed"), ("m/twice", "begins again"), ("m/none", "missing")]:
-            with pytest.raises(ValueError, match=problem):
-                sql.load_sql_without(name, "extra")
-    finally:
-        for cached in (sql.sql_root, sql.load_sql, sql.load_sql_without):
-            cached.cache_clear()

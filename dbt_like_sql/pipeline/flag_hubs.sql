@@ -1,4 +1,4 @@
--- Flag the hubs of one user's graph (pipeline/hubs.HubRule: linked to more than hub_share of the graph's
+-- Flag the hubs of one user's graph (hubs.HubRule: linked to more than hub_share of the graph's
 -- pairs once it has hub_min_pairs) and unflag subjects that fell back under the share. Only changes are
 -- written; returns each change. subject_ids NULL: every subject of the graph (the Dagster asset); else only
 -- those subjects and the current hubs (the fast path: exact under an unchanged rule, see

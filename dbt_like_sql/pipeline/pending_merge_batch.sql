@@ -4,6 +4,5 @@ FROM pair_stages s
 JOIN memory_pairs p ON p.id = s.pair_id
 WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s
   AND s.extracted_at IS NOT NULL AND s.subjects_merged_at IS NULL
-  AND NOT (s.pair_id = ANY(%(skip_ids)s::uuid[]))  -- the batch being merged, when the next is read ahead
 ORDER BY p.occurred_at, p.turn_index NULLS LAST, p.id
 LIMIT %(limit)s;

@@ -8,7 +8,7 @@
 -- lexical_supplied below; NULL: this statement finds them), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
 -- that happened before it), reference_time (the "now" of rec_exp: as_of or the wall clock), session_id
 -- (the caller's session or NULL), weights (float8[8], in signal order), scale, row_limit, remember_query,
--- hub_share and hub_min_pairs (pipeline/hubs.HubRule), graph_pool_size (graph candidates; 0: none) and
+-- hub_share and hub_min_pairs (hubs.HubRule), graph_pool_size (graph candidates; 0: none) and
 -- graph_subjects (the subjects nearest the query the graph side starts from).
 --
 -- Pool: the union of the top pool_size pairs by cosine, the top lexical_pool_size pairs by BM25 over the
@@ -85,7 +85,6 @@ vector_pool AS (
      ORDER BY distance, id
      LIMIT %(pool_size)s)
 ),
--- begin section statement_pool (left out when the caller supplies the pool or wants none: recaller.py)
 -- The lexical pool: the exact BM25 top lexical_pool_size (ties at the cut broken by id), reading only the
 -- postings that can matter (migration 0017's word blocks; a threshold algorithm over block bounds). A
 -- block's bound is the largest BM25 weight any of its postings can have under the current statistics
@@ -223,7 +222,6 @@ second_scores AS MATERIALIZED (
       AND NOT EXISTS (SELECT 1 FROM first_scores f WHERE f.pair_no = lc.pair_no)
       AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
 ),
--- end section statement_pool
 -- Or the pairs the caller found (retrieval/lexical_postings.py: the exact top from postings held in the
 -- recall process), scored here exactly as the rounds above score theirs and cut the same way below. They
 -- come from the user's own words; the candidates' join with memory_pairs is scoped by user all the same.
@@ -239,9 +237,7 @@ lexical_supplied AS MATERIALIZED (
 lexical_pool AS MATERIALIZED (
     SELECT scored.id, scored.bm25
     FROM (SELECT pair_id AS id, bm25 FROM lexical_supplied
-          -- begin section statement_pool
           UNION ALL SELECT pair_id, bm25 FROM first_scores UNION ALL SELECT pair_id, bm25 FROM second_scores
-          -- end section statement_pool
          ) scored
     ORDER BY scored.bm25 DESC, scored.id
     LIMIT %(lexical_pool_size)s
@@ -249,7 +245,7 @@ lexical_pool AS MATERIALIZED (
 -- The graph side of the pool: pairs the vectors and the words both missed, reached through the user's
 -- subjects nearest the query — by subject embedding (the graph_subjects nearest) and by subject-name words
 -- (subjects whose name holds a query word) — never through a flagged hub. Each linked pair not already
--- drawn scores its best subject's similarity × specificity (pipeline/hubs.py, over the whole corpus); the
+-- drawn scores its best subject's similarity × specificity (hubs.py, over the whole corpus); the
 -- best graph_pool_size are drawn.
 -- The nearest subjects come from the subjects' HNSW index, as the vector pool's pairs do (the recall
 -- connection's hnsw.ef_search is at least graph_subjects): ranked again by distance and id, and, when the
@@ -373,7 +369,7 @@ subject_link_counts AS MATERIALIZED (
                       WHERE lp.id = l.pair_id AND lp.occurred_at < %(as_of)s::timestamptz)
     ) counted
 ),
--- How specific each subject is (pipeline/hubs.py): an IDF over the user's pairs scaled to [0, 1],
+-- How specific each subject is (hubs.py): an IDF over the user's pairs scaled to [0, 1],
 -- ln(N/n)/ln(N), and 0 for a hub (more than hub_share of the N pairs, once N >= hub_min_pairs). N is the
 -- user's whole corpus (as for BM25); n the subject's links before as_of. A speaker's name on most pairs
 -- then adds nothing to subj_freq, subj_sem or neighbor_density.

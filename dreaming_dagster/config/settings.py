@@ -73,9 +73,6 @@ class DreamingSettings(BaseSettings):
     llm_attempts_per_model: int = Field(default=3, ge=1, le=10)
     llm_backoff_seconds: float = Field(default=1.0, ge=0)
     llm_timeout_seconds: float = Field(default=60.0, gt=0)
-    llm_offline_extractor: Literal["entities", "keyphrases"] = "entities"
-    """the offline extractor: entities = named entities and noun phrases (spaCy's small English pipeline); keyphrases =
-    the earlier YAKE keyphrases"""
     llm_offline_processes: int = Field(default=2, ge=1, le=64)
     """worker processes the entities extractor parses a large batch with (spaCy's nlp.pipe n_process); 1 keeps it in
     the calling process"""

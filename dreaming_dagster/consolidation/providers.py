@@ -160,7 +160,7 @@ class OpenAIConsolidator:
 
 def consolidator_from_settings(settings: DreamingSettings) -> Consolidator:
     if settings.resolved_llm_provider == "openai":
-        from dreaming_dagster.llm.factory import chat_client
+        from dreaming_dagster.llm.client import chat_client
 
         return OpenAIConsolidator(chat_client(settings, max_tokens=4000), settings.dream_directive_path)
     return OfflineConsolidator()

@@ -22,7 +22,7 @@ from pydantic import PrivateAttr
 from dreaming_dagster.config.settings import ENV_PREFIX, DreamingSettings
 from dreaming_dagster.embeddings import Embedder, embedder_from_settings
 from dreaming_dagster.extraction.providers import Extractor
-from dreaming_dagster.llm.factory import extractor_from_settings, refiner_from_settings
+from dreaming_dagster.pipeline.providers import extractor_from_settings, refiner_from_settings
 from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.storage.database import Database
 

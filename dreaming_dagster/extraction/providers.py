@@ -1,10 +1,8 @@
-"""Extraction providers: ``openai`` (any OpenAI-compatible chat endpoint) and two offline ones.
+"""Extraction providers: ``openai`` (any OpenAI-compatible chat endpoint) and the offline one.
 
 ``offline`` (the default without an endpoint) reads named entities and noun phrases with spaCy's small
 English pipeline (``extraction/entities.py``): subjects a person would recognise ("Golden Gate Park",
 "Sourdough Recipe", "Rachel"), typed from the entity label, deterministic, no download at run time.
-``offline-keyphrases`` is the earlier YAKE extractor (Campos et al., 2020), kept for the side-by-side in
-``make bench-graph``: statistical keyphrases, fast, but fragments ("Bit Sore", "Heard Great Things").
 """
 
 from __future__ import annotations
@@ -12,14 +10,12 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import re
 import signal
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from functools import cache
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from dreaming_dagster.extraction import entities
 from dreaming_dagster.extraction.schema import ExtractedSubject, Extraction, json_schema
@@ -50,21 +46,6 @@ class Extractor(Protocol):
         ...
 
 
-@runtime_checkable
-class AnalysingExtractor(Extractor, Protocol):
-    """An extractor whose costly part reads the pair alone, before the user's memory is consulted, so it can
-    run ahead of the extraction stage (extraction/read_ahead.py): the offline one's parse, an LLM's call."""
-
-    def analyse(self, pairs: Sequence[tuple[str, str]]) -> list[object]:
-        """One analysis per pair (an Exception for a pair that cannot be read): what
-        ``extract_many(pairs, memory, analysed=...)`` finishes."""
-        ...
-
-    def extract_many(self, pairs: Sequence[tuple[str, str]], memory: SubjectMemory | None = None,
-                     analysed: Sequence[object] | None = None) -> list[Extraction | Exception]:
-        ...
-
-
 # ----------------------------------------------------------------------------------------------- spaCy
 class OfflineExtractor:
     """Deterministic, network-free extraction: named entities and noun phrases of the user's turn and of
@@ -88,15 +69,6 @@ class OfflineExtractor:
         self.max_subjects, self.reply_sentences, self.processes = max_subjects, reply_sentences, processes
         self._workers: ProcessPoolExecutor | None = None
         self._workers_lock = threading.Lock()
-
-    def analyses_ahead(self, pairs: int) -> bool:
-        """Whether the extraction stage may have a batch of ``pairs`` analysed on a thread of its own, ahead
-        of choosing and writing the batch before it (pipeline/stages.extract_pending): when the batch goes to
-        the worker processes, which then never wait at a batch's end for the stage. The thread only waits
-        on them; a batch parsed in this process stays on the stage's thread (spaCy's pipeline is not made to
-        be shared between threads). Analysis spends only this machine's CPU, so a batch read ahead of a
-        stage that then stops loses nothing but that time (an LLM's calls would be spent)."""
-        return self.processes > 1 and pairs >= self.PARALLEL_MIN_PAIRS
 
     def close(self) -> None:
         """Stop the worker processes (started again by the next large batch)."""
@@ -191,13 +163,9 @@ class OfflineExtractor:
                 found.append(error)
         return found
 
-    def extract_many(self, pairs: Sequence[tuple[str, str]], memory: SubjectMemory | None = None,
-                     analysed: Sequence[list[entities.Candidate] | Exception] | None = None
-                     ) -> list[Extraction | Exception]:
-        """``analysed``: :meth:`analyse`'s result for these pairs, computed ahead (extraction/read_ahead.py)."""
-        analysed = list(analysed) if analysed is not None else self.analyse(pairs)
-        if len(analysed) != len(pairs):
-            raise ValueError(f"analysed holds {len(analysed)} results for {len(pairs)} pairs")
+    def extract_many(self, pairs: Sequence[tuple[str, str]],
+                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
+        analysed = self.analyse(pairs)
         readable = [found for found in analysed if not isinstance(found, Exception)]
         chosen = iter(self._choose(readable, memory))
         results: list[Extraction | Exception] = []
@@ -212,32 +180,6 @@ class OfflineExtractor:
         return results
 
 
-# ------------------------------------------------------------------------------------------------ YAKE
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-# Words that make a phrase filler when every word of it is one of these.
-_FILLER = frozenset(["a", "an", "the", "i", "me", "my", "we", "our", "you", "your", "it", "its", "this", "that", "these", "those", "is", "are", "was", "were", "be", "been", "am", "do", "does", "did", "have", "has", "had", "will", "would", "can", "could", "should", "may", "might", "must", "shall", "just", "also", "really", "actually", "definitely", "yes", "yeah", "yup", "ok", "okay", "sure", "thanks", "thank", "great", "good", "nice", "cool", "awesome", "fine", "right", "well", "hey", "hi", "hello", "please", "sense", "makes", "make", "made", "think", "thinking", "thought", "idea", "ideas", "tip", "tips", "recommendation", "recommendations", "suggestion", "suggestions", "help", "question", "questions", "answer", "time", "way", "lot", "lots", "thing", "things", "something", "anything", "everything", "kind", "sort", "bit", "know", "want", "need", "get", "got", "going", "go", "look", "looking", "let", "lets", "sounds", "sound", "like", "interesting", "helpful", "information", "info", "question", "specific", "specifically", "different", "several", "many", "much", "more", "some", "any", "one", "ones", "first", "new", "old", "best", "better", "start", "started", "try", "trying", "check", "happy", "glad", "excited", "worried", "bit", "concerned", "back", "today", "tomorrow", "yesterday", "days", "weeks", "months", "years", "morning", "evening", "night"])
-
-
-# A keyphrase holding one of these is usually a clause fragment ("found a local"), not a subject.
-_FUNCTION_WORDS = frozenset(["a", "an", "the", "and", "or", "but", "to", "on", "at", "in", "into", "with", "from", "for", "by", "as", "about", "if", "than", "so"])
-
-
-def _is_filler(phrase: str) -> bool:
-    words = re.findall(r"[A-Za-z0-9']+", phrase)
-    lowered = [word.lower() for word in words]
-    if not words or all(word in _FILLER or len(word) < 3 for word in lowered):
-        return True
-    if any(word in _FUNCTION_WORDS for word in lowered):
-        return True
-    # Led by a lowercase verb form: "keeping track", "redeeming points", "added …".
-    return words[0].islower() and (lowered[0].endswith("ing") or lowered[0].endswith("ed"))
-
-
-def _overlaps(phrase: str, kept: list[str]) -> bool:
-    lowered = phrase.lower()
-    return any(lowered in other.lower() or other.lower() in lowered for other in kept)
-
-
 def _worker_started() -> None:
     """In each extraction worker: end with the parent process, however it ends (a SIGKILL included: the pipe
     multiprocessing keeps to the parent closes), and leave Ctrl-C to the parent, which stops its workers."""
@@ -250,46 +192,6 @@ def _worker_started() -> None:
 
     if parent is not None:
         threading.Thread(target=exit_with_parent, name="exit-with-parent", daemon=True).start()
-
-
-@cache
-def _yake(max_ngram: int, top: int):
-    import yake
-
-    return yake.KeywordExtractor(lan="en", n=max_ngram, top=top, dedupLim=0.7)
-
-
-class KeyphraseExtractor:
-    """Deterministic, network-free extraction: YAKE keyphrases of the user's turn (the earlier default)."""
-
-    provider = "offline-keyphrases"
-
-    def __init__(self, max_subjects: int = 3, max_score: float = 0.3):
-        self.max_subjects, self.max_score = max_subjects, max_score
-
-    def extract(self, user_message: str, assistant_message: str) -> Extraction:
-        # Durable facts about the user come from what the user said; the reply is the fallback.
-        text = (user_message.strip() or assistant_message.strip())[:MAX_OFFLINE_CHARS]
-        kept: list[str] = []
-        for phrase, score in _yake(3, 12).extract_keywords(text) if text else []:
-            if score > self.max_score or _is_filler(phrase) or _overlaps(phrase, kept):
-                continue
-            kept.append(phrase)
-            if len(kept) == self.max_subjects:
-                break
-        sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
-        subjects = []
-        for phrase in kept:
-            context = next((s for s in sentences if phrase.lower() in s.lower()), "")
-            proper = any(word[:1].isupper() for word in phrase.split()) and not context.startswith(phrase)
-            subjects.append({"name": phrase, "description": context[:240],
-                             "type": "entity" if proper else "topic"})
-        return Extraction.model_validate({"summary": entities.first_sentence(user_message or assistant_message),
-                                          "subjects": subjects})
-
-    def extract_many(self, pairs: Sequence[tuple[str, str]],
-                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
-        return call_each(self.extract, pairs, max_in_flight=1)
 
 
 # ----------------------------------------------------------------------------------------------- openai
@@ -308,14 +210,10 @@ class OpenAIExtractor:
                     {"role": "user", "content": exchange}]
         return self.client.ask(messages, Extraction, "pair_extraction", json_schema())
 
-    def analyse(self, pairs: Sequence[tuple[str, str]]) -> list[Extraction | Exception]:
-        """The model's answers: the LLM path reads the pair alone, so the whole call can run ahead."""
+    def extract_many(self, pairs: Sequence[tuple[str, str]],
+                     memory: SubjectMemory | None = None) -> list[Extraction | Exception]:
+        # The model names subjects from the pair alone; the user's memory is not sent.
         return call_each(self.extract, pairs, self.max_in_flight)
 
-    def extract_many(self, pairs: Sequence[tuple[str, str]], memory: SubjectMemory | None = None,
-                     analysed: Sequence[Extraction | Exception] | None = None) -> list[Extraction | Exception]:
-        # The contract of the LLM path is unchanged: the model names subjects from the pair alone.
-        return list(analysed) if analysed is not None else self.analyse(pairs)
 
-
-__all__ = ["AnalysingExtractor", "ExtractedSubject", "Extraction", "Extractor", "KeyphraseExtractor", "OfflineExtractor", "OpenAIExtractor"]
+__all__ = ["ExtractedSubject", "Extraction", "Extractor", "OfflineExtractor", "OpenAIExtractor"]

@@ -19,6 +19,9 @@ from typing import Any
 
 from dreaming_dagster.ingest.records import InvalidInputError, Rejection, parse_timestamp
 
+DATASET_VARIABLE = "DREAMING_LONGMEMEVAL_PATH"
+_SHARED_ORACLE = Path("..") / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+
 
 @dataclass(frozen=True)
 class LineRecord:
@@ -179,3 +182,15 @@ def sessions_in_date_order(questions: Iterable[dict[str, Any]]) -> list[dict[str
     return [{"question_id": question_id, "haystack_session_ids": [session_id], "haystack_dates": [date],
              "haystack_sessions": [turns]}
             for _, session_id, date, turns, question_id in entries]
+
+
+def default_dataset_path() -> Path:
+    """DREAMING_LONGMEMEVAL_PATH (the settings' ``longmemeval_path``), else the shared oracle file."""
+    from dreaming_dagster.config.dagster_env import project_root
+    from dreaming_dagster.config.settings import DreamingSettings
+
+    explicit = DreamingSettings().longmemeval_path
+    if explicit:
+        return explicit
+
+    return (project_root() / _SHARED_ORACLE).resolve()

@@ -15,7 +15,7 @@ Batch semantics (docs/ingestion.md):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -108,8 +108,7 @@ def embed_or_none(embedder: Embedder, pairs: Sequence[MemoryPair], batch_size: i
 def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, kg_id: str,
                          pairs: Sequence[MemoryPair], *, embed: bool = True, batch_size: int = 64,
                          connection: psycopg.Connection | None = None,
-                         labels: Sequence[int | str] | None = None, index_words: bool | None = None,
-                         before_insert: Callable[[Sequence[MemoryPair]], object] | None = None) -> SaveResult:
+                         labels: Sequence[int | str] | None = None, index_words: bool | None = None) -> SaveResult:
     """Insert already-validated pairs for one user in one transaction.
 
     ``embed=False`` defers the vectors and, unless ``index_words=True``, the lexical index as well: the
@@ -120,9 +119,7 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
     and each refused one becomes a rejection labelled by ``labels`` (its record index or file line): one
     record never costs the batch. With ``connection`` the insert joins the caller's open transaction
     instead, and a refusal raises (``ingest --strict`` keeps a whole file in one transaction, so a failure
-    anywhere stores none of it). ``before_insert`` is called with the pairs about to be inserted (new to
-    the user's memory, embedded), right before the insert: ``save_and_sync`` starts reading them for
-    extraction then.
+    anywhere stores none of it).
     """
     result = SaveResult()
     database.ensure_schema(embedder.spec)
@@ -149,8 +146,6 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
 
     tokens = [count_tokens(pair.user_message, pair.assistant_message) for pair in new_pairs]
     rows = list(zip(new_pairs, tokens, vectors, strict=True))
-    if before_insert is not None:
-        before_insert(new_pairs)
     refused: set[str] = set()
     with _connection(database, connection) as conn:
         try:
@@ -239,13 +234,6 @@ def save_pairs(user_id: str, pairs: Iterable[object], kg_id: str = "default", *,
     the record index, field and reason), embedded and embedding_pending. See the module docstring for
     the all-or-nothing vs per-record rules.
     """
-    return save_records(user_id, pairs, kg_id, strict=strict, embed=embed, database=database, embedder=embedder)
-
-
-def save_records(user_id: str, pairs: Iterable[object], kg_id: str = "default", *, strict: bool = False,
-                 embed: bool = True, database: Database | None = None, embedder: Embedder | None = None,
-                 before_insert: Callable[[Sequence[MemoryPair]], object] | None = None) -> SaveResult:
-    """:func:`save_pairs` with :func:`save_validated_pairs`' ``before_insert`` hook."""
     from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
 
     user_id = validate_identifier(user_id, "user_id")
@@ -256,6 +244,6 @@ def save_records(user_id: str, pairs: Iterable[object], kg_id: str = "default", 
     embedder = embedder or default_embedder()
     database = database or default_database()
     result = save_validated_pairs(database, embedder, user_id, kg_id, valid, embed=embed, labels=indexes,
-                                  batch_size=default_settings().embedding_batch_size, before_insert=before_insert)
+                                  batch_size=default_settings().embedding_batch_size)
     result.rejected.extend(rejections)
     return result

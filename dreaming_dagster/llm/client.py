@@ -30,6 +30,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.llm.parsing import LLMOutputError, extract_json_object
 
 try:  # openai ≥ 3 speaks httpx2 (the same API as httpx under another name); older releases httpx
@@ -260,3 +261,13 @@ def call_each(call: Callable[..., ResultT], items: Sequence[tuple], max_in_fligh
         return [run(item) for item in items]
     with ThreadPoolExecutor(max_workers=max_in_flight) as pool:
         return list(pool.map(run, items))
+
+
+def chat_client(settings: DreamingSettings, max_tokens: int = 800) -> JSONChatClient:
+    """The client the settings name (DREAMING_LLM_MODEL, its endpoint, fallback and retry policy)."""
+    if not settings.llm_model:
+        raise ValueError("the openai LLM provider needs DREAMING_LLM_MODEL")
+    return JSONChatClient(model=settings.llm_model, base_url=settings.llm_base_url, api_key=settings.llm_api_key,
+                          fallback_model=settings.llm_fallback_model, max_tokens=max_tokens,
+                          attempts_per_model=settings.llm_attempts_per_model,
+                          backoff_s=settings.llm_backoff_seconds, timeout_s=settings.llm_timeout_seconds)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Collection, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
@@ -20,9 +19,9 @@ from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
 from dreaming_dagster.extraction.providers import Extractor
+from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
 from dreaming_dagster.pipeline import merging
-from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, Candidate
 from dreaming_dagster.pipeline.pending_work import (
     EXTRACTION_RETRY_COOLDOWN_SECONDS,
@@ -66,14 +65,15 @@ def stage_transaction(conn: psycopg.Connection) -> Iterator[None]:
 
 
 def pending_batches(database: Database, model: str, params: dict) -> Iterator[list[dict]]:
-    """Batches of a stage's pending rows (``model``, bound with ``params``), until none is left, nothing
-    read ahead (:class:`BatchesReadAhead` without a preparation). The query is run again for each batch,
-    so rows done by the previous batch drop out; rows a stage wants to leave for a later run go into the
-    list ``params["skip_ids"]``, which the query reads afresh each time."""
-    with BatchesReadAhead(database, model, params, params.get("skip_ids", []), prepare=None,
-                          ahead=lambda rows: False) as batches:
-        for rows, _ in batches:
-            yield rows
+    """Batches of a stage's pending rows (``model``, bound with ``params``), until none is left. The query is
+    run again for each batch, so rows done by the previous batch drop out; rows a stage wants to leave for a
+    later run go into the list ``params["skip_ids"]``, which the query reads afresh each time."""
+    while True:
+        with database.connect() as conn:
+            rows = conn.execute(load_sql(model), params).fetchall()
+        if not rows:
+            return
+        yield rows
 
 
 def user_kgs(database: Database, user_id: str) -> list[str]:
@@ -131,101 +131,37 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
     never block other pairs. A pair whose result the database refuses is a failure of that pair alone (the
     batch is then written pair by pair, each in its own savepoint). When the provider is
     unavailable (every retry of a call failed transiently) the stage stops after the batch: pairs not sent
-    keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock.
-
-    An extractor that ``analyses_ahead`` a backlog's batches (the offline one with worker processes) has
-    the next batch's pairs analysed while the current batch is chosen and written: the analysis reads the
-    pairs alone, and the choice, which reads the user's memory, still runs batch after batch, so the
-    results are the same."""
+    keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock."""
     stats = ExtractionStats()
     # The extractor's own batch: 100 for an LLM (calls in flight); larger offline, so a backlog is parsed
     # by the extractor's worker processes (which only start for large batches).
     batch_size = batch_size or getattr(extractor, "batch_size", 100)
     failed_now: list = []  # retried on a later run, not again in this one
-    with BatchesReadAhead(
-            database, "pipeline/pending_extraction_batch",
-            {"user_id": user_id, "kg_id": kg_id, "limit": batch_size,
-             **extraction_retry_params(max_attempts, cooldown_seconds)}, failed_now,
-            prepare=lambda rows: extractor.analyse([(row["user_message"], row["assistant_message"]) for row in rows]),
-            ahead=getattr(extractor, "analyses_ahead", lambda pairs: False)) as batches:
-        for rows, analysed in batches:
-            results = extractor.extract_many(
-                [(row["user_message"], row["assistant_message"]) for row in rows],
-                memory=lambda names: held_subject_names(database, user_id, kg_id, names),
-                **({"analysed": analysed.result()} if analysed is not None else {}))
-            with database.connect() as conn, stage_transaction(conn):
-                done, failed = [], []
-                for row, result in zip(rows, results, strict=True):
-                    if isinstance(result, CallSkippedError):
-                        stats.not_attempted += 1
-                        failed_now.append(row["id"])
-                        continue
-                    stats.provider_unavailable |= isinstance(result, ProviderUnavailableError)
-                    (failed if isinstance(result, Exception) else done).append((row, result))
-                for row, result in failed + _record_extractions(conn, done, user_id, kg_id, stats):
+    for rows in pending_batches(database, "pipeline/pending_extraction_batch",
+                                {"user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed_now,
+                                 **extraction_retry_params(max_attempts, cooldown_seconds)}):
+        results = extractor.extract_many(
+            [(row["user_message"], row["assistant_message"]) for row in rows],
+            memory=lambda names: held_subject_names(database, user_id, kg_id, names))
+        with database.connect() as conn, stage_transaction(conn):
+            done, failed = [], []
+            for row, result in zip(rows, results, strict=True):
+                if isinstance(result, CallSkippedError):
+                    stats.not_attempted += 1
                     failed_now.append(row["id"])
-                    conn.execute(load_sql("pipeline/record_extraction_failure"),
-                                 {"id": row["id"], "user_id": user_id, "kg_id": kg_id,
-                                  "error": clean_text(stats.record(result))})
-            if stats.provider_unavailable:
-                logger.warning("%s/%s: the LLM provider is unavailable (%s); extraction stops until the next run",
-                               user_id, kg_id, stats.last_error)
-                break
+                    continue
+                stats.provider_unavailable |= isinstance(result, ProviderUnavailableError)
+                (failed if isinstance(result, Exception) else done).append((row, result))
+            for row, result in failed + _record_extractions(conn, done, user_id, kg_id, stats):
+                failed_now.append(row["id"])
+                conn.execute(load_sql("pipeline/record_extraction_failure"),
+                             {"id": row["id"], "user_id": user_id, "kg_id": kg_id,
+                              "error": clean_text(stats.record(result))})
+        if stats.provider_unavailable:
+            logger.warning("%s/%s: the LLM provider is unavailable (%s); extraction stops until the next run",
+                           user_id, kg_id, stats.last_error)
+            break
     return stats
-
-
-class BatchesReadAhead:
-    """A stage's pending batches (``model`` bound with ``params``; the query runs again for each batch, so
-    rows done by the batch before drop out), in order until none is left, the costly part of each that
-    reads the batch alone (``prepare``: the extractor's analysis, the names' embeddings) started on a
-    thread of its own for a backlog, so it runs while the stage waits on the database for the batch
-    before. Yields each batch with that preparation's future, or ``None`` where it was not started (the
-    stage prepares the batch itself).
-
-    When a full batch comes (more may follow) and ``ahead(len(batch))`` allows it, the next batch is read at
-    once (the query skipping the current batch's rows, as writing the current batch will) and prepared
-    behind the current one. A batch read ahead is the one the query would return after the current batch
-    is written: the stage holds the graph's lock, so no other writer moves a row in between, and the rows
-    the stage leaves for a later run go into ``skip_ids`` (read by each query) as written rows drop out.
-    Rows saved meanwhile are read by a later query. Nothing is read ahead for a single, short batch (the
-    fast path's one pair): no thread starts."""
-
-    def __init__(self, database: Database, model: str, params: dict, skip_ids: list, *,
-                 prepare: Callable[[list[dict]], object] | None, ahead: Callable[[int], bool]):
-        self.database, self.model, self.params, self.skip_ids = database, model, params, skip_ids
-        self.prepare, self.ahead = prepare, ahead
-        # Two threads: the next batch is submitted while the current one's preparation still runs (the
-        # extractor's thread only waits on its worker processes, which take the next batch's shares as
-        # soon as they are free).
-        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stage-read-ahead")
-
-    def _query(self, also_skip: list) -> list[dict]:
-        with self.database.connect() as conn:
-            return conn.execute(load_sql(self.model), {**self.params, "skip_ids": self.skip_ids + also_skip}).fetchall()
-
-    def _prepare(self, rows: list[dict]) -> Future:
-        return self._threads.submit(self.prepare, rows)
-
-    def __iter__(self) -> Iterator[tuple[list[dict], Future | None]]:
-        ahead: tuple[list[dict], Future | None] | None = None
-        while True:
-            rows, prepared = ahead if ahead is not None else (self._query([]), None)
-            ahead = None
-            if not rows:
-                return
-            if len(rows) == self.params["limit"] and self.ahead(len(rows)):
-                prepared = prepared or self._prepare(rows)
-                following = self._query([row["id"] for row in rows])
-                if following:
-                    ahead = (following, self._prepare(following) if self.ahead(len(following)) else None)
-            yield rows, prepared
-
-    def __enter__(self) -> BatchesReadAhead:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        # A batch read ahead of a stage that stopped (an error, the provider down) is let go.
-        self._threads.shutdown(wait=True, cancel_futures=True)
 
 
 def write_each_if_refused(conn: psycopg.Connection, items: list, write) -> list[tuple[object, Exception]]:
@@ -354,23 +290,17 @@ def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: s
         names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
         return dict(zip(names, embed_cached(embedder, [subject_embedding_text(n) for n in names]), strict=True))
 
-    # A backlog's next batch has its names embedded while this one is merged on the database (the names
-    # are the batch's own; what they merge into is read after the batch before is written). For an
-    # endpoint's embeddings that hides a call's wait; the local model on two cores competes with the
-    # backend instead and gains less (from nothing to a fifth of the merge: docs/dreaming.md).
-    with BatchesReadAhead(database, "pipeline/pending_merge_batch",
-                          {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}, [],
-                          prepare=embed_names, ahead=lambda pairs: True) as batches:
-        for pairs, embedded in batches:
-            vectors = embedded.result() if embedded is not None else embed_names(pairs)
-            with database.connect() as conn, stage_transaction(conn):
-                known = read_batch_candidates(conn, pairs, vectors, user_id, kg_id, threshold)
-                plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), threshold)
-                write_merge_plan(conn, plan, vectors, user_id, kg_id)
-            stats.pairs += len(pairs)
-            stats.created += plan.created
-            stats.merged += plan.merged
-            stats.reused += plan.reused
+    for pairs in pending_batches(database, "pipeline/pending_merge_batch",
+                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
+        vectors = embed_names(pairs)
+        with database.connect() as conn, stage_transaction(conn):
+            known = read_batch_candidates(conn, pairs, vectors, user_id, kg_id, threshold)
+            plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), threshold)
+            write_merge_plan(conn, plan, vectors, user_id, kg_id)
+        stats.pairs += len(pairs)
+        stats.created += plan.created
+        stats.merged += plan.merged
+        stats.reused += plan.reused
     return stats
 
 
@@ -392,7 +322,7 @@ def link_pending(database: Database, embedder: Embedder, user_id: str, kg_id: st
 
     ``whole_graph`` (the Dagster asset): first the janitor — pairs marked stored with zero links although
     extraction found subjects get their merge/link checkpoints reset and are merged again here — and last,
-    every subject of the graph is checked against the hub rule (pipeline/hubs.py). Without it (the fast
+    every subject of the graph is checked against the hub rule (hubs.py). Without it (the fast
     path) only what the pending pairs need is read: the hub rule is checked for the subjects linked now and
     the current hubs, which is exact under an unchanged rule (a subject's share of the pairs rises only when
     it gains a link; a new pair lowers every other share, so only a current hub can fall back under it).
@@ -607,6 +537,6 @@ def stats_dict(stats) -> dict:
     return data
 
 
-__all__ = ["accumulate", "BatchesReadAhead", "ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
+__all__ = ["accumulate", "ExtractionStats", "LinkStats", "MergeStats", "RefineStats", "clear_user_graph", "extract_pending",
            "graph_health", "graph_signature", "graph_stats", "link_pending", "memory_count_drift", "merge_pending",
            "refine_pending", "reset_failed_extractions", "stats_dict", "top_subjects", "user_graph_lock", "user_kgs"]

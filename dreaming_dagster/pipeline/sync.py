@@ -6,8 +6,7 @@ and ``sync_user`` iterates it, so Dagster and the fast path cannot disagree on w
 
 ``sync_user`` lets an agent that just saved a fact read it back on its next turn without waiting for the
 sensor's 30-second window: same stage functions, same per-user lock, no Dagster run. ``save_and_sync`` saves
-and syncs in one call, reading the new pairs for extraction while they are being inserted
-(extraction/read_ahead.py).
+and syncs in one call.
 """
 
 from __future__ import annotations
@@ -18,17 +17,16 @@ from dataclasses import dataclass, field
 
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.extraction.providers import Extractor
-from dreaming_dagster.extraction.read_ahead import ExtractionReadAhead
-from dreaming_dagster.ingest.embedding import embed_pending_pairs
-from dreaming_dagster.ingest.records import validate_identifier
-from dreaming_dagster.ingest.save import SaveResult, save_records
-from dreaming_dagster.pipeline import stages
-from dreaming_dagster.pipeline.hubs import (
+from dreaming_dagster.hubs import (
     DEFAULT_HUB_RULE,
     MEGA_NODE_MAX_SHARE,
     MEGA_NODE_MIN_PAIRS,
     HubRule,
 )
+from dreaming_dagster.ingest.embedding import embed_pending_pairs
+from dreaming_dagster.ingest.records import validate_identifier
+from dreaming_dagster.ingest.save import SaveResult, save_pairs
+from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, merge_ratio
 from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.retrieval.profiles import refresh_profile
@@ -146,7 +144,7 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     graph's shape (``SyncResult.graph``) and the graph checks — which costs time in proportion to the
     user's memory (`dreaming sync` asks for it; an agent between two turns usually does not)."""
     from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
-    from dreaming_dagster.llm.factory import extractor_from_settings, refiner_from_settings
+    from dreaming_dagster.pipeline.providers import extractor_from_settings, refiner_from_settings
 
     user_id = validate_identifier(user_id, "user_id")
     kg_id = validate_identifier(kg_id, "kg_id") if kg_id else None  # refused before any stage runs
@@ -184,7 +182,6 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
 class SavedAndSynced:
     saved: SaveResult
     synced: SyncResult
-    read_ahead: int = 0  # new pairs whose extraction was read while they were being stored
 
 
 def save_and_sync(user_id: str, pairs: Iterable[object], kg_id: str = "default", *, strict: bool = False,
@@ -193,26 +190,13 @@ def save_and_sync(user_id: str, pairs: Iterable[object], kg_id: str = "default",
                   threshold: float | None = None, report: bool = False) -> SavedAndSynced:
     """Save ``pairs`` in ``user_id``'s memory (:func:`~dreaming_dagster.ingest.save.save_pairs`) and dream
     the graph ``kg_id`` at once (:func:`sync_user`): what an agent calls after an exchange it wants in the
-    graph by its next turn. The same stages and results as the two calls, faster: once the new pairs are
-    embedded, the extractor reads them (the offline parse, an LLM's call) on a thread while Postgres inserts
-    them, and the sync's extraction stage finishes them from that reading (up to
-    ``read_ahead.READ_AHEAD_MAX_PAIRS`` pairs a save; a larger one is read by the stage as usual).
+    graph by its next turn.
 
     Input is checked as ``save_pairs`` checks it: ``strict`` refuses the whole batch (BatchRejectedError)
     before anything is stored or dreamed; otherwise the valid pairs are saved and dreamed and the rest
     come back as rejections in ``saved.rejected``. The sync runs even when nothing new was stored (pairs
     still pending from earlier saves are dreamed)."""
-    from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
-    from dreaming_dagster.llm.factory import extractor_from_settings
-
-    user_id = validate_identifier(user_id, "user_id")
-    kg_id = validate_identifier(kg_id, "kg_id")
-    database = database or default_database()
-    embedder = embedder or default_embedder()
-    with ExtractionReadAhead(extractor or extractor_from_settings(default_settings())) as read_ahead:
-        saved = save_records(user_id, pairs, kg_id, strict=strict, database=database, embedder=embedder,
-                             before_insert=lambda new: read_ahead.start(
-                                 [(pair.user_message, pair.assistant_message) for pair in new]))
-        synced = sync_user(user_id, database=database, embedder=embedder, extractor=read_ahead, refiner=refiner,
-                           kg_id=kg_id, threshold=threshold, report=report)
-    return SavedAndSynced(saved=saved, synced=synced, read_ahead=read_ahead.read_ahead)
+    saved = save_pairs(user_id, pairs, kg_id, strict=strict, database=database, embedder=embedder)
+    synced = sync_user(user_id, database=database, embedder=embedder, extractor=extractor, refiner=refiner,
+                       kg_id=kg_id, threshold=threshold, report=report)
+    return SavedAndSynced(saved=saved, synced=synced)

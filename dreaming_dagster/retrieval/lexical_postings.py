@@ -52,8 +52,7 @@ class _UserPairs:
     Lookups are vectorised, two ways. Pair numbers come from one sequence shared by every user, so a user's
     may be spread thinly over a wide range. While the range is at most ``TABLE_SLOTS_PER_PAIR`` slots a
     known pair (plus ``TABLE_MIN_SLOTS``) — a user who saved much of the database's pairs, where a cold word
-    brings tens of thousands of postings — a direct table over the range answers with one gather (placing the
-    postings of 210 cold questions on a 100,000-pair user: 1.21 -> 0.61 s, scratch profile); otherwise, and
+    brings tens of thousands of postings — a direct table over the range answers with one gather; otherwise, and
     for good once the range gets too wide, a sorted copy is searched."""
 
     TABLE_SLOTS_PER_PAIR = 4
@@ -210,7 +209,6 @@ class WordPostingsCache:
         self._users: dict[tuple, _UserPairs] = {}
         self._user_words: Counter[tuple] = Counter()  # words held per user entry
         self._bytes = 0
-        self.fetched_blocks = 0  # blocks read from the database since creation (tests and benchmarks)
 
     @property
     def enabled(self) -> bool:
@@ -296,8 +294,6 @@ class WordPostingsCache:
                 unpack_sent_arrays(row["pair_nos"], sent_counts, np.int64),
                 unpack_sent_arrays(row["term_frequencies"], sent_counts, np.int32).astype(np.float32),
                 unpack_sent_arrays(row["pair_lengths"], sent_counts, np.int32).astype(np.float32))
-        with self._lock:
-            self.fetched_blocks += sum(sent for row in rows for sent in row["sent"])
         return listing
 
     def _update(self, user_key: tuple, versions: dict[int, tuple[int, int]], listing: dict[int, _Listing]

@@ -16,7 +16,6 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from psycopg_pool import ConnectionPool
 
 from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
 from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.ingest.records import (
     MAX_SESSION_ID_CHARS,
     InvalidInputError,
@@ -38,7 +38,6 @@ from dreaming_dagster.ingest.records import (
     parse_timestamp,
     validate_identifier,
 )
-from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.features import QUESTION_TYPES, build_features
 from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile
@@ -51,7 +50,7 @@ from dreaming_dagster.retrieval.ranker import (
     predict_weights,
 )
 from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES
-from dreaming_dagster.sql import load_sql, load_sql_without
+from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import clean_text
 
@@ -107,8 +106,6 @@ class GraphSide:
 
 NO_GRAPH_SIDE = GraphSide(pool_size=0)
 DEFAULT_GRAPH_SIDE = GraphSide()
-# No first round: every posting of every query word is read (tests and benchmarks compare against it).
-EXHAUSTIVE_LEXICAL_PRUNING = LexicalPruning(seed_postings=0)
 
 
 @dataclass(frozen=True)
@@ -200,16 +197,7 @@ def composite_rows(conn: psycopg.Connection, *, lexical_postings: WordPostingsCa
         parameters["lexical_pool_pairs"] = lexical_postings.pool_pairs(
             conn, user_id=parameters["user_id"], kg_id=parameters["kg_id"], query_text=parameters["query_text"],
             k=parameters["lexical_pool_size"])
-    return conn.execute(composite_statement(parameters), parameters).fetchall()
-
-
-def composite_statement(parameters: Mapping[str, Any]) -> str:
-    """The composite statement, without its own lexical search (the statement_pool section) when the
-    caller supplies the pool or wants none: ~120 lines Postgres need not parse and plan on every recall
-    (the same rows; a call with a supplied pool p50 19.3 -> 17.3 ms on a 100,000-pair user, scratch)."""
-    if parameters["lexical_pool_size"] > 0 and parameters["lexical_pool_pairs"] is None:
-        return load_sql("retrieval/composite_ranking")
-    return load_sql_without("retrieval/composite_ranking", "statement_pool")
+    return conn.execute(load_sql("retrieval/composite_ranking"), parameters).fetchall()
 
 
 def held_pool_applies(lexical_postings: WordPostingsCache | None, lexical_pool_size: int,
@@ -279,10 +267,6 @@ class Recaller:
     settings applied once per connection; recalls from several threads run at once), the ranker file
     (reloaded when it changes on disk) and the question-type classifier. Thread-safe."""
 
-    # The lexical pool found from the postings held while the query is embedded (False: after it, as the
-    # statement's parameters are bound; the recall benchmark compares the two).
-    find_lexical_pool_while_embedding: bool = True
-
     def __init__(self, database: Database, embedder: Embedder, *, ranker_path: Path | None = None,
                  classifier: QuestionTypeClassifier | None = None, pool_size: int = DEFAULT_POOL_SIZE,
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
@@ -308,7 +292,6 @@ class Recaller:
         self.pool_size, self.ef_search, self.hubs, self.graph = pool_size, ef_search, hubs, graph
         self.connections, self.prepared_statements = connections, prepared_statements
         self._pool: ConnectionPool | None = None
-        self._lexical_threads: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._ranker: RankerFile | None = None
         self._ranker_stamp: tuple[int, int] | None = None
@@ -366,32 +349,8 @@ class Recaller:
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
-            threads, self._lexical_threads = self._lexical_threads, None
-        if threads is not None:
-            threads.shutdown(wait=True)  # a pool being found still holds a connection: let it return it
         if pool is not None:
             pool.close()
-
-    def _start_lexical_pool(self, request: RecallRequest) -> Future | None:
-        """Start finding the query's lexical pool from the postings held (retrieval/lexical_postings.py) on a
-        thread and a pooled connection of its own: it reads the query's words, not its vector, so it runs
-        while the query is embedded — a cold word's postings read from the database (a common word holds
-        tens of thousands) are then paid for inside the embedding's time, not after it."""
-        if not (self.find_lexical_pool_while_embedding
-                and held_pool_applies(self.lexical_postings, self.lexical_pool_size, request.as_of)):
-            return None
-
-        def find() -> list[int]:
-            with self._session() as conn:
-                return self.lexical_postings.pool_pairs(conn, user_id=request.user_id, kg_id=request.kg_id,
-                                                        query_text=clean_text(request.query),
-                                                        k=self.lexical_pool_size)
-
-        with self._lock:  # submitted under the lock: close() never shuts the threads down in between
-            if self._lexical_threads is None:
-                self._lexical_threads = ThreadPoolExecutor(max_workers=self.connections,
-                                                           thread_name_prefix="recall-lexical-pool")
-            return self._lexical_threads.submit(find)
 
     @contextmanager
     def _session(self) -> Iterator[psycopg.Connection]:
@@ -408,16 +367,11 @@ class Recaller:
             raise InvalidInputError("question_type", f"must be one of {list(QUESTION_TYPES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        lexical_pool = self._start_lexical_pool(request)
         query_embedding = self.embedder.embed([request.query])[0]
         timings["embed"] = (time.perf_counter() - started) * 1000
         query_time = request.as_of or datetime.now(UTC)
         ranker = self.ranker()
         pool_size = max(self.pool_size, request.k)
-        # Waited for before a connection is taken here: the thread finding it may need one of the pool's.
-        started = time.perf_counter()
-        lexical_pool_pairs = lexical_pool.result() if lexical_pool is not None else None
-        timings["lexical_pool_wait"] = (time.perf_counter() - started) * 1000
         with self._session() as conn:
             weights = COSINE_ONLY
             if ranker is not None:
@@ -436,7 +390,7 @@ class Recaller:
             rows = composite_rows(conn, lexical_postings=self.lexical_postings, user_id=request.user_id, kg_id=request.kg_id,
                                   query_embedding=query_embedding, query_text=request.query, weights=weights,
                                   pool_size=pool_size, lexical_pool_size=self.lexical_pool_size,
-                                  lexical_pruning=self.lexical_pruning, lexical_pool_pairs=lexical_pool_pairs,
+                                  lexical_pruning=self.lexical_pruning,
                                   row_limit=request.k, as_of=request.as_of, reference_time=query_time,
                                   session_id=request.session_id, hubs=self.hubs, graph=self.graph,
                                   remember_query=remember_query and request.as_of is None)

@@ -10,7 +10,7 @@ the two to 1e-6) and so the definitions read in one place. Every signal is in [0
 - ``rec_exp``: 0.5 ** (age_days / 14), age measured from the reference time (as_of or now), never negative,
   the exponent capped at 1,000 half-lives (older pairs are ~0 and would underflow float8);
 - ``subj_freq``: the sum over the pair's live subjects of link count (links to pairs before as_of) ×
-  specificity (pipeline/hubs.py: ln(N/n)/ln(N) over the user's N pairs, 0 for a hub), divided by the
+  specificity (hubs.py: ln(N/n)/ln(N) over the user's N pairs, 0 for a hub), divided by the
   pool's maximum (0 when no candidate has subjects);
 - ``subj_sem``: the highest cosine between the query and one of the pair's subjects that is not a hub (0
   without such subjects);
@@ -38,7 +38,7 @@ from datetime import datetime
 
 import numpy as np
 
-from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
+from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 
 SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density",
                                   "lex")

@@ -53,8 +53,7 @@ class PairsRequest(StrictBody):
                              "turn_index?, occurred_at?, metadata?}")
     strict: bool = Field(default=False, description="all or nothing: one invalid record stores none (422)")
     embed: bool = Field(default=True, description="embed now; false defers it to the dreaming pipeline")
-    sync: bool = Field(default=False, description="dream the pairs now, as POST /v1/sync does, in this request: "
-                       "faster than the two requests (the extraction reads them while they are stored)")
+    sync: bool = Field(default=False, description="dream the pairs now, as POST /v1/sync does, in this request")
 
 
 class RecallRequest(StrictBody):
@@ -144,7 +143,7 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
                embedder: Embedder | None = None) -> FastAPI:
     """The service over ``settings`` (``database``/``embedder`` given: used instead, e.g. in tests)."""
     from dreaming_dagster.embeddings import embedder_from_settings
-    from dreaming_dagster.llm.factory import extractor_from_settings
+    from dreaming_dagster.pipeline.providers import extractor_from_settings
     from dreaming_dagster.retrieval.recaller import Recaller
 
     database = database or Database.from_settings(settings, pool_size=settings.serve_connections)

@@ -11,6 +11,7 @@ import asyncio
 import atexit
 import json
 import logging
+import multiprocessing
 import signal
 import socket
 
@@ -98,7 +99,11 @@ class QueryStringRedaction(logging.Filter):
 
 def _die_by_signal_after_exit_hooks(signum: int, frame) -> None:
     """uvicorn re-raises the signal that stopped it, and death by a signal skips the exit hooks: run them
-    first (pgserver's stops an embedded server no other process uses), then die by the signal as before."""
+    first (pgserver's stops an embedded server no other process uses), then die by the signal as before.
+    Worker processes still parsing for a request cut off by the shutdown are stopped first: multiprocessing's
+    exit hook would otherwise wait for them, and they only end with this process."""
+    for child in multiprocessing.active_children():
+        child.terminate()
     atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit runs
     signal.signal(signum, signal.SIG_DFL)
     signal.raise_signal(signum)

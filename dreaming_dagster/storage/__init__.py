@@ -1,1 +1,1 @@
-"""Postgres + pgvector storage: the embedded server, connections, migrations, re-embedding."""
+"""Postgres + pgvector storage: the embedded server, connections, migrations, what a vector column holds."""

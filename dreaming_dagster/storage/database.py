@@ -20,9 +20,9 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.embeddings import EmbeddingSpec
 from dreaming_dagster.sql import load_sql, migration_files
 from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.embedding_spec import EmbeddingSpec
 
 # Any fixed 64-bit number: serialises schema changes across every process using this database.
 SCHEMA_LOCK_KEY = 7_243_001_118

@@ -144,7 +144,7 @@ def embedded_url(pgdata: Path, database: str = APP_DATABASE, *, shared_buffers: 
     return server.get_uri(database)
 
 
-def scratch_database_url(admin_url: str, prefix: str = "scratch") -> str:
+def fresh_database_url(admin_url: str, prefix: str = "fresh") -> str:
     """Create a new, empty, uniquely named database on the server of ``admin_url`` (a pgserver URL such
     as ``postgresql://postgres:@/postgres?host=…``) and return its URL. For tests and benchmarks."""
     import uuid

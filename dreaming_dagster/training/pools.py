@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dreaming_dagster.embeddings import Embedder
-from dreaming_dagster.pipeline.hubs import DEFAULT_HUB_RULE, HubRule
+from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY
 from dreaming_dagster.retrieval.recaller import (

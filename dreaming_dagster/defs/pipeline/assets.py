@@ -19,8 +19,8 @@ from dreaming_dagster.defs.resources import (
     EmbedderResource,
     LLMResource,
 )
+from dreaming_dagster.hubs import HubRule
 from dreaming_dagster.pipeline import stages
-from dreaming_dagster.pipeline.hubs import HubRule
 from dreaming_dagster.pipeline.merging import merge_ratio
 from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs, run_stage, upstream_of
 from dreaming_dagster.reporting import graph_report_markdown, top_subjects_markdown

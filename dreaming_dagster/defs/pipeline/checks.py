@@ -2,8 +2,8 @@
 
 import dagster as dg
 
+from dreaming_dagster.hubs import MEGA_NODE_MAX_SHARE, MEGA_NODE_MIN_PAIRS
 from dreaming_dagster.pipeline import stages
-from dreaming_dagster.pipeline.hubs import MEGA_NODE_MAX_SHARE, MEGA_NODE_MIN_PAIRS
 from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database

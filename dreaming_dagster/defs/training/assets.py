@@ -19,7 +19,7 @@ from dreaming_dagster.defs.training.config import (
     LongMemEvalPoolsConfig,
     RankerModelConfig,
 )
-from dreaming_dagster.pipeline.hubs import HubRule
+from dreaming_dagster.hubs import HubRule
 from dreaming_dagster.retrieval.recaller import GraphSide
 from dreaming_dagster.training.workspace import RankerWorkspace
 
@@ -47,7 +47,7 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
     """A LongMemEval-format file turned into benchmark users' memory and dreamed with the configured providers:
     one user holding every session (one-user, the reference's protocol) or one user per question with its own
     haystack (per-question, LongMemEval's). Streams the file; re-runs only do what is missing."""
-    from dreaming_dagster.demo import default_dataset_path
+    from dreaming_dagster.ingest.readers import default_dataset_path
     from dreaming_dagster.training.memory import load_benchmark_memory
 
     dataset = Path(config.dataset_path) if config.dataset_path else default_dataset_path()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from dreaming_dagster.embeddings import Embedder, EmbeddingSpec, embed_pair_turns, subject_embedding_text
+from dreaming_dagster.embeddings import Embedder, embed_pair_turns, subject_embedding_text
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import (
     CONFIG_EMBEDDING_DIMENSION,
@@ -27,6 +27,7 @@ from dreaming_dagster.storage.database import (
     render_dimension,
     write_config,
 )
+from dreaming_dagster.storage.embedding_spec import EmbeddingSpec
 
 
 @dataclass
