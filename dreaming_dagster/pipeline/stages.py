@@ -286,13 +286,10 @@ def merge_pending(database: Database, embedder: Embedder, user_id: str, kg_id: s
     stats = MergeStats()
     database.ensure_schema(embedder.spec)
 
-    def embed_names(pairs: list[dict]) -> dict[str, object]:
-        names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
-        return dict(zip(names, embed_cached(embedder, [subject_embedding_text(n) for n in names]), strict=True))
-
     for pairs in pending_batches(database, "pipeline/pending_merge_batch",
                                  {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
-        vectors = embed_names(pairs)
+        names = sorted({s["name"] for pair in pairs for s in (pair["extracted_subjects"] or [])})
+        vectors = dict(zip(names, embed_cached(embedder, [subject_embedding_text(n) for n in names]), strict=True))
         with database.connect() as conn, stage_transaction(conn):
             known = read_batch_candidates(conn, pairs, vectors, user_id, kg_id, threshold)
             plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), threshold)
