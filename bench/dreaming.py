@@ -2,10 +2,11 @@
 
     .venv/bin/python bench/dreaming.py [--runs 3] [--latency-samples 15]
 
-- throughput: a user with 2,000 LongMemEval pairs (already embedded) is dreamed from scratch — extraction,
-  merge (subject embeddings included), links, refinement — 3 times (clear the graph, sync) with the offline
-  default (entities: spaCy in worker processes); pairs/s (median), and the statements and transactions
-  sent to Postgres per pair.
+- throughput: a user with 2,000 LongMemEval pairs (already embedded) is dreamed from scratch — dating,
+  extraction, merge (subject embeddings included), links, refinement — 3 times (clear the graph, sync) with
+  the offline default (entities: spaCy in worker processes); pairs/s (median), and the statements and
+  transactions sent to Postgres per pair. Beside it, taking turns run by run, the same without the dating
+  stage: what reading time costs.
 - fast path: a user whose 5,000 pairs are already dreamed saves one new pair and dreams it at once
   (save_and_sync); the time from save to a linked graph, per pair. Each run takes --latency-samples pairs
   and reports p50/p95; the medians of the runs are the headline. Beside it, taking turns sample by sample,
@@ -43,7 +44,7 @@ from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import stages, sync
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import save_and_sync, sync_user
 from dreaming_dagster.sql import load_sql
@@ -95,17 +96,32 @@ def main() -> None:
             conn.execute(load_sql("bench/copy_user_pairs"), {"target": "bench-2k", "source": "bench-5k", "limit": args.throughput_pairs})
 
         throughput: dict = {"runs_s": [], "statements": [], "transactions": []}
-        for run in range(args.runs):
+        without_dating_s: list[float] = []
+        every_stage = sync.STAGES
+        for run in range(args.runs * 2):
+            # Taking turns: every stage (the product, the headline), then the same without dating.
+            dated = (run % 2 == 0) == (run // 2 % 2 == 0)
             stages.clear_user_graph(database, "bench-2k", "default")
-            with counted_statements() as sent:
-                started = time.perf_counter()
-                result = dream(database, "bench-2k")
-                seconds = time.perf_counter() - started
+            with database.connect() as conn:
+                conn.execute(load_sql("bench/reset_dating"), {"user_id": "bench-2k", "kg_id": "default"})
+            sync.STAGES = every_stage if dated else tuple(s for s in every_stage if s.asset != "pair_dates")
+            try:
+                with counted_statements() as sent:
+                    started = time.perf_counter()
+                    result = dream(database, "bench-2k")
+                    seconds = time.perf_counter() - started
+            finally:
+                sync.STAGES = every_stage
             assert result.extraction["pairs"] == args.throughput_pairs, result.extraction
+            if not dated:
+                without_dating_s.append(seconds)
+                console.print(f"throughput without dating: {args.throughput_pairs / seconds:.1f} pairs/s")
+                continue
+            assert result.dating["pairs"] == args.throughput_pairs, result.dating
             throughput["runs_s"].append(seconds)
             throughput["statements"].append(sent["statements"])
             throughput["transactions"].append(sent["transactions"])
-            throughput["stages_last_run"] = {"extraction": result.extraction, "merge": result.merge,
+            throughput["stages_last_run"] = {"dating": result.dating, "extraction": result.extraction, "merge": result.merge,
                                              "links": result.links, "refinement": result.refinement}
             throughput["graph"] = stages.graph_stats(database, "bench-2k")
             console.print(f"throughput run {run + 1}: {args.throughput_pairs / seconds:.1f} pairs/s, "
@@ -116,7 +132,10 @@ def main() -> None:
             "pairs_per_s": round(args.throughput_pairs / median_s, 1),
             "runs_s": [round(s, 2) for s in throughput["runs_s"]],
             "statements_per_pair": round(statistics.median(throughput.pop("statements")) / args.throughput_pairs, 3),
-            "transactions_per_pair": round(statistics.median(throughput.pop("transactions")) / args.throughput_pairs, 3)})
+            "transactions_per_pair": round(statistics.median(throughput.pop("transactions")) / args.throughput_pairs, 3),
+            "without_dating": {"runs_s": [round(s, 2) for s in without_dating_s],
+                               "pairs_per_s": round(args.throughput_pairs / statistics.median(without_dating_s), 1)},
+            "with_to_without_dating": round(statistics.median(without_dating_s) / median_s, 3)})
 
         started = time.perf_counter()
         dream(database, "bench-5k")
@@ -168,8 +187,9 @@ def main() -> None:
                       "embedding": f"{embedder.spec}, {runtimes[0]} runtime",
                       "background_embedding_pairs_per_s": round(len(background) / background_embedding_s, 1)},
         "throughput": {**throughput, "extractor": "entities",
-                       "note": "pairs already embedded; extraction, merge (with subject embeddings), "
-                               "links and refinement; statements: queries sent, transactions apart"},
+                       "note": "pairs already embedded; dating, extraction, merge (with subject embeddings), "
+                               "links and refinement; statements: queries sent, transactions apart; "
+                               "with_to_without_dating: throughput with the dating stage over the same without it"},
         "fast_path": {"background_pairs": len(background), "samples_per_run": args.latency_samples,
                       "runtime": runtimes[0], **fast_by_runtime[runtimes[0]],
                       "by_runtime": fast_by_runtime,
@@ -190,6 +210,9 @@ def main() -> None:
     table.add_row(f"throughput, {args.throughput_pairs} pairs",
                   f"{throughput['pairs_per_s']} pairs/s, {throughput['statements_per_pair']} statements a pair",
                   ", ".join(f"{s:.1f} s" for s in throughput["runs_s"]))
+    table.add_row("without the dating stage, taking turns", f"{throughput['without_dating']['pairs_per_s']} pairs/s "
+                  f"(with it: ×{throughput['with_to_without_dating']})",
+                  ", ".join(f"{s:.1f} s" for s in throughput["without_dating"]["runs_s"]))
     table.add_row(f"fast path p50, user with {len(background)} pairs", f"{results['fast_path']['p50_s_median']} s",
                   ", ".join(f"{r['p50_s']:.3f}" for r in latency_runs))
     table.add_row("fast path p95", f"{results['fast_path']['p95_s_median']} s",

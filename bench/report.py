@@ -90,16 +90,33 @@ def recall_rows(r: dict) -> Rows:
 
 def longmemeval_rows(r: dict) -> Rows:
     v = r["evaluation"]["overall"]["validation"]
-    if "v3" not in v:
-        return [("status", "_the committed result predates the hybrid pool and v3; rerun `make bench-longmemeval`_")]
-    methods = ("cosine", "bm25", "cosine+bm25 (RRF)", "v2 (cosine pool)", "v1", "v2")
+    if "v4" not in v:
+        return [("status", "_the committed result predates v4 (time); rerun `make bench-longmemeval`_")]
+    methods = ("cosine", "bm25", "cosine+bm25 (RRF)", "v2 (cosine pool)", "v1", "v2", "v3")
     return [("memory", f"{r['memory']['pairs_inserted']:,} pairs, {r['memory']['subjects_created']:,} subjects, "
                        f"{r['memory']['links']:,} links ({r['embedding_model']}, {r['extraction_provider']} extraction)"),
             ("wall time per asset", ", ".join(f"{k} {s} s" for k, s in r["asset_seconds"].items())),
             *[(f"validation {name}", " · ".join(f"{method} {v[method][key]:.3f}" for method in methods if method in v)
-               + f" · **v3 {v['v3'][key]:.3f}**")
+               + f" · **v4 {v['v4'][key]:.3f}**")
               for name, key in (("NDCG@10", "ndcg@10"), ("Recall@10", "recall@10"), ("MRR", "mrr"),
                                 ("needle hit", "needle_hit"), ("pool recall (ceiling)", "pool_recall"))]]
+
+
+def time_rows(r: dict) -> Rows:
+    resolvers = " · ".join(f"{name} {100 * m['accuracy']:.1f}%" for name, m in r["resolvers"].items())
+    parsing, dated = r["question_parsing"], r["dated_pairs"]
+    rows = [(f"resolvers on the labelled set ({next(iter(r['resolvers'].values()))['expressions']} expressions)",
+             resolvers),
+            ("question parsing", f"p50 {parsing['p50_ms']} ms, p99 {parsing['p99_ms']} ms; {parsing['with_window']} of "
+                                 f"{parsing['questions']} questions name a time"),
+            ("pairs carrying a dated event", f"{dated['with_times']:,} of {dated['pairs']:,}")]
+    for split in ("validation", "all"):
+        for group, m in r["comparison"][split].items():
+            if group in ("all questions", "with a time expression", "temporal-reasoning", "multi-session") and m["n"]:
+                with_time, without = m["recall@10 with time"]["v4"], m["recall@10 without time"]["v4"]
+                rows.append((f"v4 Recall@10, {group} ({split}, {m['n']} q)",
+                             f"**{with_time:.3f}** with time vs {without:.3f} without ({with_time - without:+.3f})"))
+    return rows
 
 
 def lexical_rows(r: dict) -> Rows:

@@ -204,12 +204,12 @@ def stats(user_id: str) -> None:
     default_database().ensure_schema(default_embedder().spec)
     rows = user_stats(default_database(), user_id)
     table = Table(title=f"memory of {user_id}")
-    for column in ("kg", "pairs", "tokens", "sessions", "pending embedding", "pending extraction",
+    for column in ("kg", "pairs", "tokens", "sessions", "dated events", "pending embedding", "pending extraction",
                    "failed extraction", "first", "last"):
         table.add_column(column)
     for row in rows:
         table.add_row(row["kg_id"], f"{row['pairs']:,}", f"{row['tokens']:,}", f"{row['sessions']:,}",
-                      f"{row['pending_embedding']:,}", f"{row['pending_extraction']:,}",
+                      f"{row['dated_pairs']:,}", f"{row['pending_embedding']:,}", f"{row['pending_extraction']:,}",
                       f"{row['failed_extraction']:,}", str(row["first_occurred_at"]), str(row["last_occurred_at"]))
     wide_console().print(table if rows else f"{user_id} has no memory pairs")
     if rows:
@@ -275,8 +275,8 @@ def sync(user_id: str, kg_id: str | None) -> None:
         _fail(str(exc))
     graph = graph_stats(default_database(), user_id)
     hubs = sum(report["hubs"] for report in result.graph)
-    click.echo(f"{user_id}: embedded {result.embedded} · extracted {result.extraction.get('pairs', 0)} "
-               f"(failed {result.extraction.get('failures', 0)}) · subjects created {result.merge.get('created', 0)}, "
+    click.echo(f"{user_id}: embedded {result.embedded} · dated {result.dating.get('pairs', 0)} · extracted "
+               f"{result.extraction.get('pairs', 0)} (failed {result.extraction.get('failures', 0)}) · subjects created {result.merge.get('created', 0)}, "
                f"merged {result.merge.get('merged', 0)} · links {result.links.get('links', 0)} · refined "
                f"{result.refinement.get('refined', 0)} · {result.seconds} s")
     click.echo(f"graph: {graph['subjects']} subjects, {graph['links']} links over {graph['pairs']} pairs, "
@@ -327,7 +327,7 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def recall(query: str, user_id: str, k: int, session_id: str | None, as_of: str | None, kg_id: str,
            as_json: bool) -> None:
-    """The best memories of USER for QUERY, with the eight signals, the weights and the score."""
+    """The best memories of USER for QUERY, with the nine signals, the weights, the score and the time it asks about."""
     from dreaming_dagster.config.runtime import default_recaller
     from dreaming_dagster.reporting import recall_table
 

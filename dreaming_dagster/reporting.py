@@ -15,14 +15,14 @@ def user_stats_markdown(user_id: str, stats: Sequence[dict]) -> str:
     lines = [
         f"### Memory of `{user_id}`",
         "",
-        "| knowledge graph | pairs | tokens | sessions | pending embedding | pending extraction | failed extraction "
-        "| span |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| knowledge graph | pairs | tokens | sessions | pairs with dated events | pending embedding "
+        "| pending extraction | failed extraction | span |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in stats:
         lines.append(
             f"| {row['kg_id']} | {row['pairs']:,} | {row['tokens']:,} | {row['sessions']:,} | "
-            f"{row['pending_embedding']:,} | {row['pending_extraction']:,} | {row['failed_extraction']:,} | "
+            f"{row['dated_pairs']:,} | {row['pending_embedding']:,} | {row['pending_extraction']:,} | {row['failed_extraction']:,} | "
             f"{_day(row['first_occurred_at'])} → {_day(row['last_occurred_at'])} |"
         )
     return "\n".join(lines)
@@ -62,22 +62,36 @@ def _snippet(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def time_understood(time) -> str:
+    """What recall understood of a question's time, in words: "time: last month → 1–30 April 2023"."""
+    parts = []
+    if time.window is not None:
+        parts.append(f"time: {time.expression} → {time.as_dict()['label']}")
+    if time.order:
+        parts.append(f"order: {time.order}")
+    if time.sides:
+        parts.append("sides: " + " | ".join(time.sides))
+    return " · ".join(parts)
+
+
 def recall_table(result):
     """A rich table of a :class:`~dreaming_dagster.retrieval.recaller.RecallResult`: one row per memory
-    with its eight signals and score, the weights and the model in the caption."""
+    with its nine signals and score; the time the question asks about in the title; the weights and the
+    model in the caption."""
     from rich.table import Table
 
     from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
 
     weights = " · ".join(f"{name} {value:.2f}" for name, value in result.weights.as_dict().items() if value)
-    table = Table(expand=True, title=f"recall for {result.user_id}: {_snippet(result.query, 60)}",
+    table = Table(expand=True, title=f"recall for {result.user_id}: {_snippet(result.query, 60)}"
+                  + (f"\n{time_understood(result.time)}" if result.time.as_dict() else ""),
                   caption=f"model {result.weights.model} · weights {weights} · scale {result.weights.scale:.2f}"
                           + (f" · question type {result.question_type}" if result.question_type else "")
                           + " · " + " ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items()))
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     for name in SIGNAL_NAMES:
-        # Two-line headers keep the eight numbers narrow enough to leave room for the memory itself.
+        # Two-line headers keep the nine numbers narrow enough to leave room for the memory itself.
         header = {"neighbor_density": "nbr\ndensity"}.get(name, name.replace("_", "\n"))
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("session", no_wrap=True, max_width=10)

@@ -78,3 +78,10 @@ def test_serve_bench(tmp_path):
     result = run_bench("serve", "--users", "300", "--clients", "1,2", "--seconds", "1", "--max-requests", "10",
                        out=tmp_path / "r.json")
     assert result["cells"]
+
+
+def test_time_bench(tmp_path):
+    result = run_bench("time", "--limit-questions", "12", "--epochs", "1", out=tmp_path / "r.json")
+    assert result["resolvers"]["this project's grammar"]["accuracy"] >= 0.95
+    assert result["question_parsing"]["questions"] == 12 and result["dated_pairs"]["pairs"] > 0
+    assert set(result["comparison"]) == {"validation", "all"}

@@ -64,7 +64,7 @@ def test_ingest_longmemeval_and_stats(cli_env, database, tmp_path):
             "SELECT metadata FROM memory_pairs ORDER BY turn_index")]
     assert labels == [True, False]
     stats = CliRunner().invoke(main, ["stats", "--user", "bench"])
-    assert stats.exit_code == 0 and "default" in stats.output
+    assert stats.exit_code == 0 and "default" in stats.output and "dated" in stats.output
 
 
 def test_recall_prints_a_table_or_json_and_names_bad_fields(cli_env, tmp_path):
@@ -77,6 +77,9 @@ def test_recall_prints_a_table_or_json_and_names_bad_fields(cli_env, tmp_path):
     assert table.exit_code == 0, table.output
     assert "recall for alice" in table.output and "density" in table.output and "cosine" in table.output
     assert "user message" in table.output and "2024-03-" in table.output  # the memories themselves
+    dated = CliRunner().invoke(main, ["recall", "--user", "alice", "--as-of", "2024-04-02T00:00:00Z",
+                                      "user message 2 last month"])
+    assert dated.exit_code == 0 and "time: last month → 1–31 March 2024" in dated.output, dated.output
     as_json = CliRunner().invoke(main, ["recall", "--user", "alice", "-k", "3", "--json", "--session", "s1",
                                         "user message 2"])
     payload = json.loads(as_json.output)

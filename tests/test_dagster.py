@@ -22,7 +22,7 @@ from dreaming_dagster.defs.resources import (
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import dating, stages
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from tests.conftest import PROJECT_ROOT, pair
@@ -58,7 +58,7 @@ def test_definitions_shape():
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert {"dreaming_db", "embedder", "llm", "dreaming_policy"} <= set(definitions.resources)
     graph = definitions.resolve_asset_graph()
-    stage_keys = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
+    stage_keys = ["memory_pairs", "pair_dates", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
     for upstream, downstream in zip(stage_keys, stage_keys[1:], strict=False):
         node = graph.get(dg.AssetKey(downstream))
         assert node.parent_keys == {dg.AssetKey(upstream)}, downstream
@@ -139,7 +139,7 @@ def test_dagster_validation_commands_pass(command, database_url, tmp_path):
 
 
 def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder16):
-    save_pairs("alice", [pair(i, user_message=f"I visited Lisbon with my sister Dana, trip {i}")
+    save_pairs("alice", [pair(i, user_message=f"I visited Lisbon with my sister Dana last Saturday, trip {i}")
                          for i in range(6)], database=database, embedder=embedder16, embed=False)
     loaded = load_defs()  # the project's assets and jobs, bound to the test's resources
     definitions = dg.Definitions(assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
@@ -150,7 +150,8 @@ def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder
             partition_key="alice", instance=instance)
         assert result.success
         by_asset = {name: {k: v.value for k, v in result.asset_materializations_for_node(name)[0].metadata.items()}
-                    for name in ("pair_subjects", "subjects", "subject_links", "refined_subjects")}
+                    for name in ("pair_dates", "pair_subjects", "subjects", "subject_links", "refined_subjects")}
+        assert by_asset["pair_dates"]["pairs"] == 6 and by_asset["pair_dates"]["pairs_with_dated_events"] == 6
         assert by_asset["pair_subjects"]["pairs"] == 6 and by_asset["pair_subjects"]["provider"] == "offline"
         assert by_asset["subjects"]["created"] >= 1 and "merge_ratio" in by_asset["subjects"]
         assert by_asset["subject_links"]["links"] >= 6 and "Top subjects" in by_asset["subject_links"]["top_subjects"]
@@ -164,6 +165,7 @@ def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder
         assert rebuilt.metadata["rebuilt"].value is True
         assert rebuilt.metadata["pairs"].value == 6  # every pair extracted again
         assert stages.graph_stats(database, "alice") == before
+        assert dating.dated_pair_counts(database, "alice") == {"pairs": 6, "with_times": 6, "pending": 0}
 
 
 def test_a_launchpad_merge_threshold_reaches_the_merge_stage_and_the_janitor(database, resources, monkeypatch):

@@ -9,7 +9,7 @@ from tests.conftest import PROJECT_ROOT
 PACKAGE = PROJECT_ROOT / "dreaming_dagster"
 LAYERS = [
     {"config.settings", "config.dagster_env", "sql", "storage"},
-    {"hubs", "embeddings", "onnx_encoder", "llm", "extraction", "prompts", "config.runtime"},
+    {"hubs", "embeddings", "onnx_encoder", "llm", "extraction", "prompts", "dates", "config.runtime"},
     {"ingest", "pipeline", "retrieval", "consolidation", "training", "reembed", "reporting"},
     {"defs", "service", "cli", "demo", "definitions", ""},
 ]

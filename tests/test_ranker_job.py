@@ -51,31 +51,32 @@ def test_train_ranker_job_on_a_12_question_slice(database_url, tmp_path):
     memory, pools, model, evaluation = (metadata[name] for name in RANKER_ASSETS)
     assert memory["questions"] == 12 and memory["answerable"] <= 12 and memory["pairs_inserted"] > 100
     assert memory["users"] == 1 and memory["subjects_created"] > 0
-    # Hybrid pools: the 20 by cosine, up to 10 more by BM25 and up to 20 through the graph; only more.
+    # Hybrid pools: the 20 by cosine, up to 10 more by BM25, up to 20 through the graph and, for a question
+    # naming a time, up to 2 × 25 from inside its window; only more.
     assert pools["questions"] == memory["answerable"]
-    assert 20 * pools["questions"] < pools["candidates"] <= (20 + 10 + pools["graph_pool_size"]) * pools["questions"]
+    assert 20 * pools["questions"] < pools["candidates"] <= (20 + 10 + pools["graph_pool_size"] + 50) * pools["questions"]
     assert pools["graph_pool_size"] == 20  # the declared default reaches the pools
     assert 0 < pools["cosine_pool_recall"] <= pools["pool_recall"] <= 1
     ws = RankerWorkspace(tmp_path.resolve() / "ranker")
     training = json.loads(ws.training.read_text())
-    assert len(training["models"]["v3"]["history"]) == 2
-    assert {v: load_ranker(ws.model(v)).version for v in ("v1", "v2", "v3", "v2-cosine-pool")} == {
-        "v1": "v1", "v2": "v2", "v3": "v3", "v2-cosine-pool": "v2"}
-    # Published only when v3 beats every model-free ranking on validation; either way the decision is recorded.
+    assert len(training["models"]["v4"]["history"]) == 2
+    assert {v: load_ranker(ws.model(v)).version for v in ("v1", "v2", "v3", "v4", "v2-cosine-pool")} == {
+        "v1": "v1", "v2": "v2", "v3": "v3", "v4": "v4", "v2-cosine-pool": "v2"}
+    # Published only when v4 beats every model-free ranking on validation; either way the decision is recorded.
     published = (tmp_path / "models" / "ranker.safetensors").resolve()
-    should_publish = model["validation_ndcg@10_v3"] > model["publishing_bar_ndcg@10"]
+    should_publish = model["validation_ndcg@10_v4"] > model["publishing_bar_ndcg@10"]
     assert model["publishing_bar_ndcg@10"] >= model["validation_ndcg@10_cosine"]  # the best of cosine, BM25, RRF
     assert model["publishing_bar"] in ("cosine", "bm25", "cosine+bm25 (RRF)")
     assert model["published"] == should_publish == published.is_file()
-    # Whichever way the slice went, the file at recall's path is v3 exactly when it was published.
-    assert (load_ranker(published).version if published.is_file() else None) == ("v3" if should_publish else None)
+    # Whichever way the slice went, the file at recall's path is v4 exactly when it was published.
+    assert (load_ranker(published).version if published.is_file() else None) == ("v4" if should_publish else None)
     assert "| ndcg@10 |" in evaluation["report"] and "Recall@10 by question type" in evaluation["report"]
     assert "data:image/png;base64," in evaluation["training_curves"]
     report = json.loads(ws.evaluation_json.read_text())
     assert set(report["overall"]["validation"]) == {"cosine", "bm25", "cosine+bm25 (RRF)", "v2 (cosine pool)",
-                                                    "v1", "v2", "v3", "v3 (gold type)"}
+                                                    "v1", "v2", "v3", "v4", "v4 (gold type)"}
     validation = report["overall"]["validation"]
-    assert validation["cosine"]["pool_recall"] <= validation["v3"]["pool_recall"]
+    assert validation["cosine"]["pool_recall"] <= validation["v4"]["pool_recall"]
     assert validation["v2 (cosine pool)"]["pool_recall"] == validation["cosine"]["pool_recall"]
     # Re-running the memory asset stores nothing twice.
     memory_only = {"ops": {"longmemeval_memory": config()["ops"]["longmemeval_memory"]}}

@@ -70,7 +70,12 @@ def test_save_recall_sync_and_stats_through_the_api(service):
     recalled = client.post("/v1/recall", headers=h, json={"user_id": "alice", "query": "what is my dog called?", "k": 2})
     body = recalled.json()
     assert recalled.status_code == 200 and len(body["memories"]) == 2 and body["kg_id"] == "acme"
-    assert set(body["memories"][0]["signals"]) >= {"cos", "lex", "subj_sem"} and body["model"]
+    assert set(body["memories"][0]["signals"]) >= {"cos", "lex", "subj_sem", "time_fit"} and body["model"]
+    assert body["time"] is None  # the question names no time
+    dated = client.post("/v1/recall", headers=h, json={"user_id": "alice", "query": "what did I adopt in March 2024?",
+                                                       "as_of": "2024-04-02T00:00:00Z"}).json()
+    assert dated["time"]["label"] == "1–31 March 2024" and dated["time"]["relation"] == "in"
+    assert dated["model"] == "cosine and time fit (no trained model)"
     synced = client.post("/v1/sync", headers=h, json={"user_id": "alice", "report": True}).json()
     assert synced["extraction"]["pairs"] == 2 and synced["graph"][0]["pairs"] == 2
     stats = client.get("/v1/users/alice/stats", headers=h).json()
@@ -259,14 +264,17 @@ def test_the_mcp_tools_through_the_sdks_client(cli_env):
             stored = await client.call_tool("remember", exchange)
             twice = await client.call_tool("remember", exchange)  # a retry
             recalled = await client.call_tool("recall", {"user_id": "alice", "query": "where does Rachel live?"})
+            dated = await client.call_tool("recall", {"user_id": "alice", "query": "what did Rachel do in May 2026?"})
             refused = await client.call_tool("remember", {"user_id": "bad id", "user_message": "x",
                                                           "assistant_message": "y", "session_id": "s"})
             dreamed = await client.call_tool("remember", {
                 "user_id": "alice", "user_message": "We hiked Mount Tam with Priya", "session_id": "chat-2",
                 "assistant_message": "Mount Tam has great views.", "dream_now": True})
-            return tools, stored, twice, recalled, refused, dreamed
+            return tools, stored, twice, recalled, refused, dreamed, dated
 
-    tools, stored, twice, recalled, refused, dreamed = anyio.run(session)
+    tools, stored, twice, recalled, refused, dreamed, dated = anyio.run(session)
+    assert recalled.structured_content["time"] is None
+    assert dated.structured_content["time"]["label"] == "1–31 May 2026"
     # dream_now: saved and dreamed in the call (the first exchange, still pending, is dreamed with it)
     assert dreamed.structured_content["stored"] == 1 and dreamed.structured_content["subjects_linked"] >= 1
     assert stored.structured_content["subjects_linked"] is None

@@ -138,12 +138,12 @@ def test_the_sensors_are_listed_and_running(ui, page, shots):
 
 def test_the_latest_ranker_evaluation_shows_its_metrics_table(ui, page, shots):
     visit(page, ui, "/assets/ranker_evaluation")
-    page.get_by_text("validation_ndcg@10_v3").wait_for()
+    page.get_by_text("validation_ndcg@10_v4").wait_for()
     page.get_by_text("[Show Markdown]").first.click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_role("heading", name="Validation split").first.wait_for()
     text = dialog.inner_text()
-    for cell in ("ndcg@10", "recall@10", "needle hit %", "cosine", "bm25", "v3 (gold type)", "v2 (cosine pool)",
+    for cell in ("ndcg@10", "recall@10", "needle hit %", "cosine", "bm25", "v4 (gold type)", "v2 (cosine pool)",
                  "pool recall (ceiling"):
         assert cell in text, cell
     page.wait_for_timeout(1000)  # the dialog fades in

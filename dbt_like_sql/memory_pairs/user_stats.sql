@@ -10,6 +10,10 @@ SELECT p.kg_id,
        -- Parked: extraction failed max_attempts times; retried once per cool-down, or now by
        -- `dreaming retry-failed`.
        count(*) FILTER (WHERE s.extracted_at IS NULL AND s.attempts >= %(max_attempts)s) AS failed_extraction,
+       -- Pairs whose user turn mentions a time the dating stage resolved (pair_times).
+       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM pair_times t
+                                      WHERE t.pair_id = p.id AND t.user_id = p.user_id AND t.kg_id = p.kg_id))
+                                                 AS dated_pairs,
        min(occurred_at)                          AS first_occurred_at,
        max(occurred_at)                          AS last_occurred_at
 FROM memory_pairs p

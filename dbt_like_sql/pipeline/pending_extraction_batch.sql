@@ -1,7 +1,7 @@
 -- Stage 2 input: pairs not yet extracted, oldest first (first mention wins the canonical name later).
 -- A pair that failed max_attempts times is parked: tried again once per cool-down (an outage must not
 -- abandon pairs for good), never in a tight loop. Progress is pair_stages' (migration 0019).
-SELECT p.id, p.user_message, p.assistant_message, s.attempts
+SELECT p.id, p.user_message, p.assistant_message, p.occurred_at, s.attempts
 FROM pair_stages s
 JOIN memory_pairs p ON p.id = s.pair_id
 WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s

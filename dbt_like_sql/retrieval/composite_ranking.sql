@@ -1,4 +1,4 @@
--- Retrieval: the user's candidate pool and the eight ranking signals, scored and ordered, in one
+-- Retrieval: the user's candidate pool and the nine ranking signals, scored and ordered, in one
 -- statement. Serving (recall) and training read these same rows, so they can never disagree.
 --
 -- Parameters: user_id, kg_id, query (vector), query_text, pool_size (vector candidates), lexical_pool_size
@@ -7,13 +7,19 @@
 -- numbers of the BM25 top lexical_pool_size found by the caller, ties at the cut included — see
 -- lexical_supplied below; NULL: this statement finds them), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
 -- that happened before it), reference_time (the "now" of rec_exp: as_of or the wall clock), session_id
--- (the caller's session or NULL), weights (float8[8], in signal order), scale, row_limit, remember_query,
--- hub_share and hub_min_pairs (hubs.HubRule), graph_pool_size (graph candidates; 0: none) and
--- graph_subjects (the subjects nearest the query the graph side starts from).
+-- (the caller's session or NULL), weights (float8[9], in signal order), scale, row_limit, remember_query,
+-- hub_share and hub_min_pairs (hubs.HubRule), graph_pool_size (graph candidates; 0: none),
+-- graph_subjects (the subjects nearest the query the graph side starts from), and the question's time
+-- window (dates/questions.py): window_first and window_last (dates, inclusive; NULL: the question names no
+-- time, and nothing below reads the window), window_margin_days (its soft edge), window_certainty,
+-- window_pool_size (candidates drawn from inside it by vector and by words, each; and for each side of a
+-- two-sided question), window_scan_limit (the most recent in-window pairs those two read), and side_a,
+-- side_b (the embeddings of the two things an "A or B" question compares, or NULL).
 --
 -- Pool: the union of the top pool_size pairs by cosine, the top lexical_pool_size pairs by BM25 over the
--- user's lexical index (migrations 0008, 0017) and up to graph_pool_size pairs reached through the subjects
--- nearest the query, each candidate with every signal.
+-- user's lexical index (migrations 0008, 0017), up to graph_pool_size pairs reached through the subjects
+-- nearest the query and, when the question names a time, the best in-window pairs by cosine and by BM25
+-- (window_pool_size each), each candidate with every signal.
 -- Vector side: a pair has two vectors (migration 0009: its user turn and its assistant turn) and its
 -- similarity is the better of the two. The top pool_size by that similarity is always inside the union of
 -- the top pool_size of each vector, so two index scans and a cut give it. The approximate CTEs let the
@@ -305,13 +311,73 @@ graph_pool AS MATERIALIZED (
     ORDER BY g.weight DESC, g.pair_id
     LIMIT %(graph_pool_size)s
 ),
+-- The time-window side: when the question names a time, the pairs said inside the window (widened by its
+-- soft edge) or mentioning a time that overlaps it (pair_times, migration 0026), the most recent
+-- window_scan_limit of them; of those, the window_pool_size nearest the query and the window_pool_size
+-- best by BM25 that no other side drew. So a pair from "last month" outside the global top-50 is still a
+-- candidate; time_fit below ranks it. Never a filter: the other sides draw as before. A two-sided question
+-- ("which did I do first, A or B?") also draws the window_pool_size pairs nearest each side (the HNSW
+-- index), so both halves of the answer are candidates.
+window_pairs AS MATERIALIZED (
+    SELECT p.id
+    FROM memory_pairs p
+    WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
+      AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+      AND (p.occurred_at >= (%(window_first)s::date - ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
+           AND p.occurred_at < (%(window_last)s::date + 1 + ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
+           OR p.id IN (SELECT t.pair_id FROM pair_times t
+                       WHERE t.user_id = %(user_id)s AND t.kg_id = %(kg_id)s
+                         AND t.last_day >= %(window_first)s::date - ceil(%(window_margin_days)s)::integer
+                         AND t.first_day <= %(window_last)s::date + ceil(%(window_margin_days)s)::integer))
+    ORDER BY p.occurred_at DESC, p.id
+    LIMIT %(window_scan_limit)s
+),
+window_drawn AS MATERIALIZED (
+    (SELECT p.id
+     FROM window_pairs w
+     JOIN memory_pairs p ON p.id = w.id
+     WHERE p.embedding IS NOT NULL
+     ORDER BY least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s), p.id
+     LIMIT %(window_pool_size)s)
+    UNION
+    (SELECT w.pair_id
+     FROM window_pairs wp
+     JOIN pair_words w ON w.pair_id = wp.id
+     CROSS JOIN query_words q
+     CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                        q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+     WHERE scored.bm25 > 0
+     ORDER BY scored.bm25 DESC, w.pair_id
+     LIMIT %(window_pool_size)s)
+    UNION
+    (SELECT p.id FROM memory_pairs p
+     WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND p.embedding IS NOT NULL
+       AND %(side_a)s::vector IS NOT NULL
+       AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+     ORDER BY p.embedding <=> %(side_a)s::vector
+     LIMIT %(window_pool_size)s)
+    UNION
+    (SELECT p.id FROM memory_pairs p
+     WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND p.embedding IS NOT NULL
+       AND %(side_b)s::vector IS NOT NULL
+       AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+     ORDER BY p.embedding <=> %(side_b)s::vector
+     LIMIT %(window_pool_size)s)
+),
+window_pool AS MATERIALIZED (
+    SELECT d.id FROM window_drawn d
+    WHERE NOT EXISTS (SELECT 1 FROM vector_pool v WHERE v.id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM lexical_pool lp WHERE lp.id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM graph_pool g WHERE g.id = d.id)
+),
 -- Exact BM25 (the lex signal) of every pair the vector and graph sides drew, read from its pair_words row
 -- (one primary-key fetch a pair); the lexical pool's pairs carry theirs.
 exact_bm25 AS MATERIALIZED (
     SELECT lp.id, lp.bm25 FROM lexical_pool lp
     UNION ALL
     SELECT w.pair_id, scored.bm25
-    FROM (SELECT id FROM vector_pool UNION SELECT id FROM graph_pool EXCEPT SELECT id FROM lexical_pool) AS drawn
+    FROM (SELECT id FROM vector_pool UNION SELECT id FROM graph_pool UNION SELECT id FROM window_pool
+          EXCEPT SELECT id FROM lexical_pool) AS drawn
     JOIN pair_words w ON w.pair_id = drawn.id
     CROSS JOIN query_words q
     CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
@@ -319,17 +385,20 @@ exact_bm25 AS MATERIALIZED (
 ),
 pool AS (
     SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool,
-           false AS in_graph_pool
+           false AS in_graph_pool, false AS in_window_pool
     FROM vector_pool v
     FULL JOIN lexical_pool l ON l.id = v.id
     UNION ALL
-    SELECT id, false, false, true FROM graph_pool
+    SELECT id, false, false, true, false FROM graph_pool
+    UNION ALL
+    SELECT id, false, false, false, true FROM window_pool
 ),
 -- Similarity: the better of the pair's two vectors. A pair whose embedding is still pending (lexical
 -- candidates can be) has similarity 0.
 candidates AS MATERIALIZED (
     SELECT p.id, p.session_id, p.turn_index, p.occurred_at, p.user_message, p.assistant_message,
            p.metadata, p.content_hash, pool.in_vector_pool, pool.in_lexical_pool, pool.in_graph_pool,
+           pool.in_window_pool,
            coalesce(1 - least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s), 0) AS similarity,
            coalesce(cb.bm25, 0) AS bm25
     FROM pool
@@ -400,8 +469,30 @@ neighbor_counts AS MATERIALIZED (
           GROUP BY a.pair_id, b.pair_id) shared
     GROUP BY shared.pair_id
 ),
+-- How well each candidate's times fit the question's window (range_fit, migration 0026): the best of its
+-- own day (occurred_at, a UTC day) and the times its user turn mentions (each by its certainty), times the
+-- window's certainty. Read only when the question names a time.
+time_fits AS MATERIALIZED (
+    SELECT fits.pair_id, max(fits.fit) * %(window_certainty)s::float8 AS time_fit
+    FROM (SELECT c.id AS pair_id,
+                 range_fit((c.occurred_at AT TIME ZONE 'UTC')::date, (c.occurred_at AT TIME ZONE 'UTC')::date,
+                           granularity_margin_days('day'), %(window_first)s::date, %(window_last)s::date,
+                           %(window_margin_days)s::float8) AS fit
+          FROM candidates c
+          WHERE %(window_first)s::date IS NOT NULL
+          UNION ALL
+          SELECT t.pair_id,
+                 t.certainty * range_fit(t.first_day, t.last_day, granularity_margin_days(t.granularity),
+                                         %(window_first)s::date, %(window_last)s::date,
+                                         %(window_margin_days)s::float8)
+          FROM candidates c
+          JOIN pair_times t ON t.pair_id = c.id AND t.user_id = %(user_id)s AND t.kg_id = %(kg_id)s
+          WHERE %(window_first)s::date IS NOT NULL) fits
+    GROUP BY fits.pair_id
+),
 raw_signals AS (
     SELECT c.*,
+           coalesce(tf.time_fit, 0) AS raw_time_fit,
            extract(epoch FROM c.occurred_at)::float8 AS occurred_epoch,
            coalesce(pss.subject_links, 0) AS subject_links,
            pss.best_subject_similarity,
@@ -409,6 +500,7 @@ raw_signals AS (
     FROM candidates c
     LEFT JOIN pair_subject_scores pss ON pss.pair_id = c.id
     LEFT JOIN neighbor_counts nc ON nc.pair_id = c.id
+    LEFT JOIN time_fits tf ON tf.pair_id = c.id
 ),
 signals AS (
     SELECT r.*,
@@ -423,7 +515,8 @@ signals AS (
            least(greatest(coalesce(r.best_subject_similarity, 0), 0), 1) AS subj_sem,
            CASE WHEN r.session_id = %(session_id)s::text THEN 1::float8 ELSE 0::float8 END AS sess,
            coalesce(r.neighbors / nullif(max(r.neighbors) OVER (), 0), 0) AS neighbor_density,
-           coalesce(r.bm25 / nullif(max(r.bm25) OVER (), 0), 0) AS lex
+           coalesce(r.bm25 / nullif(max(r.bm25) OVER (), 0), 0) AS lex,
+           least(greatest(r.raw_time_fit, 0), 1) AS time_fit
     FROM raw_signals r
 ),
 remembered AS (
@@ -435,8 +528,8 @@ remembered AS (
     DO UPDATE SET last_query_at = EXCLUDED.last_query_at, query_count = rp.query_count + 1
 )
 SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message, metadata, content_hash,
-       in_vector_pool, in_lexical_pool, in_graph_pool, similarity, bm25,
-       cos, rec_lin, rec_exp, subj_freq, subj_sem, sess, neighbor_density, lex,
+       in_vector_pool, in_lexical_pool, in_graph_pool, in_window_pool, similarity, bm25,
+       cos, rec_lin, rec_exp, subj_freq, subj_sem, sess, neighbor_density, lex, time_fit,
        %(scale)s::float8 * (
              (%(weights)s::float8[])[1] * cos
            + (%(weights)s::float8[])[2] * rec_lin
@@ -445,7 +538,8 @@ SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message,
            + (%(weights)s::float8[])[5] * subj_sem
            + (%(weights)s::float8[])[6] * sess
            + (%(weights)s::float8[])[7] * neighbor_density
-           + (%(weights)s::float8[])[8] * lex) AS score
+           + (%(weights)s::float8[])[8] * lex
+           + (%(weights)s::float8[])[9] * time_fit) AS score
 FROM signals
 ORDER BY score DESC, similarity DESC, id
 LIMIT %(row_limit)s;

@@ -120,6 +120,11 @@ class DreamingSettings(BaseSettings):
     turns the graph side off"""
     recall_graph_subjects: int = Field(default=10, ge=1, le=1000)
     """how many subjects nearest the query (by embedding, and again by name words) the graph side starts from"""
+    recall_time_pool_size: int = Field(default=25, ge=0, le=1000)
+    """when the question names a time ("last month"), recall candidates drawn from inside that window, this many
+    by cosine and this many by BM25 (pairs the other sides missed); 0 turns the time-window side off"""
+    recall_time_scan_limit: int = Field(default=5000, ge=1, le=1_000_000)
+    """the most recent in-window pairs the time-window side reads (a wide window on a large memory reads no more)"""
     database_connections: int = Field(default=4, ge=0, le=1000)
     """database connections the Python API and the CLI keep open per process for saves and syncs (each
     call waits for a free one; 0 opens a connection per call)"""

@@ -13,6 +13,7 @@ from dreaming_dagster.llm.schemas import strict_schema
 logger = logging.getLogger(__name__)
 
 MAX_SUBJECTS = 5
+MAX_TIMES = 10
 # The kinds of subject extraction names (docs/dreaming.md); unknown kinds become "other".
 SUBJECT_TYPES = ("person", "place", "organization", "project", "product", "event", "activity",
                  "preference", "topic", "entity", "other")
@@ -40,6 +41,21 @@ class Extraction(BaseModel):
     summary: TextOrNull = Field(default="", max_length=2000)
     # More than five are cut to the first five (below) before this bound is checked.
     subjects: list[ExtractedSubject] = Field(default_factory=list, max_length=MAX_SUBJECTS)
+
+    # The user's own time expressions, as written; the dating grammar resolves them against the pair's time.
+    times: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=list,
+                                                                              max_length=MAX_TIMES)
+
+    @field_validator("times", mode="before")
+    @classmethod
+    def _time_expressions(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, list):
+            # Blank or overlong entries are dropped, not the pair: a time is a hint, never a reason to fail.
+            kept = [str(v).strip() for v in value if isinstance(v, str) and 0 < len(v.strip()) <= 200]
+            return kept[:MAX_TIMES]
+        return value
 
     @field_validator("subjects", mode="before")
     @classmethod

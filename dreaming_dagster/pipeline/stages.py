@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import psycopg
 from psycopg.types.json import Jsonb
 
+from dreaming_dagster.dates.expressions import TimeRange, resolve
 from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
 from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
@@ -182,6 +183,20 @@ def write_each_if_refused(conn: psycopg.Connection, items: list, write) -> list[
         return refused
 
 
+def write_pair_times(conn: psycopg.Connection, user_id: str, kg_id: str, source: str,
+                     times: Iterable[tuple[str, int, str, TimeRange]]) -> int:
+    """Store (pair id, position, expression, range) rows for ``source`` ('text' or 'llm'); returns how many."""
+    rows = list(times)
+    if rows:
+        conn.execute(load_sql("pipeline/insert_pair_times"), {
+            "user_id": user_id, "kg_id": kg_id, "source": source,
+            "pair_ids": [pair_id for pair_id, *_ in rows], "positions": [position for _, position, _, _ in rows],
+            "expressions": [clean_text(expression)[:200] for _, _, expression, _ in rows],
+            "first_days": [r.first_day for *_, r in rows], "last_days": [r.last_day for *_, r in rows],
+            "granularities": [r.granularity for *_, r in rows], "certainties": [r.certainty for *_, r in rows]})
+    return len(rows)
+
+
 def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]], user_id: str, kg_id: str,
                         stats: ExtractionStats) -> list[tuple[dict, Exception]]:
     """Write a batch's extraction results in one statement (pair by pair if the database refuses a value);
@@ -194,6 +209,15 @@ def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]
 
     refused = write_each_if_refused(conn, done, write) if done else []
     refused_ids = {row["id"] for (row, _), _ in refused}
+    # The times an LLM reported, resolved against when the pair was said (the dating stage reads the text).
+    recorded = [(row, result) for row, result in done if row["id"] not in refused_ids]
+    if recorded:
+        conn.execute(load_sql("pipeline/clear_llm_times"), {"ids": [row["id"] for row, _ in recorded],
+                                                             "user_id": user_id, "kg_id": kg_id})
+    write_pair_times(conn, user_id, kg_id, "llm", [
+        (row["id"], position, expression, resolved)
+        for row, result in recorded for position, expression in enumerate(getattr(result, "times", ()))
+        if (resolved := resolve(expression, row["occurred_at"])) is not None])
     for row, result in done:
         if row["id"] in refused_ids:
             continue

@@ -26,7 +26,7 @@ from dreaming_dagster.hubs import (
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.records import validate_identifier
 from dreaming_dagster.ingest.save import SaveResult, save_pairs
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import dating, stages
 from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, merge_ratio
 from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.retrieval.profiles import refresh_profile
@@ -71,6 +71,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("memory_pairs", lambda s, kg: embed_pending_pairs(s.database, s.embedder, s.user_id, kg_ids=s.kg_ids,
                                                             batch_size=s.embedding_batch_size),
           "embedding", per_graph=False),
+    Stage("pair_dates", lambda s, kg: dating.date_pending(s.database, s.user_id, kg), "dating"),
     Stage("pair_subjects", lambda s, kg: stages.extract_pending(s.database, s.extractor, s.user_id, kg), "extraction"),
     Stage("subjects", lambda s, kg: stages.merge_pending(s.database, s.embedder, s.user_id, kg,
                                                          threshold=s.threshold), "merge"),
@@ -102,6 +103,7 @@ def run_stage(stage: Stage, inputs: StageInputs, kg_ids: list[str], totals: dict
 class SyncResult:
     user_id: str
     embedding: dict = field(default_factory=dict)
+    dating: dict = field(default_factory=dict)
     extraction: dict = field(default_factory=dict)
     merge: dict = field(default_factory=dict)
     links: dict = field(default_factory=dict)

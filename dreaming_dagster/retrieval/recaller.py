@@ -1,4 +1,4 @@
-"""recall(): the best memories for a query, ranked by the eight signals with the weights a model chose.
+"""recall(): the best memories for a query, ranked by the nine signals with the weights a model chose.
 
 One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool (the top pairs by
 cosine and the top pairs by BM25 over the user's lexical index), computes every signal, scores and orders;
@@ -15,7 +15,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +29,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
+from dreaming_dagster.dates.questions import NO_TIME, TimeQuery, read_question
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.ingest.records import (
@@ -43,6 +44,7 @@ from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.question_type import QuestionTypeClassifier, shipped_classifier
 from dreaming_dagster.retrieval.ranker import (
+    COSINE_AND_TIME,
     COSINE_ONLY,
     RankerFile,
     SignalWeights,
@@ -109,6 +111,30 @@ DEFAULT_GRAPH_SIDE = GraphSide()
 
 
 @dataclass(frozen=True)
+class TimeSide:
+    """The time-window share of the pool, when the question names a time: up to ``pool_size`` pairs nearest
+    the query and ``pool_size`` best by BM25 among the ``scan_limit`` most recent pairs inside the window
+    (said in it, or mentioning a time in it) that the other sides missed."""
+
+    pool_size: int = DECLARED_DEFAULTS.recall_time_pool_size
+    scan_limit: int = DECLARED_DEFAULTS.recall_time_scan_limit
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.pool_size <= 1000:
+            raise ValueError(f"time side: pool_size must be between 0 and 1000, got {self.pool_size}")
+        if not 1 <= self.scan_limit <= 1_000_000:
+            raise ValueError(f"time side: scan_limit must be between 1 and 1000000, got {self.scan_limit}")
+
+    @classmethod
+    def from_settings(cls, settings: DreamingSettings) -> TimeSide:
+        return cls(pool_size=settings.recall_time_pool_size, scan_limit=settings.recall_time_scan_limit)
+
+
+NO_TIME_SIDE = TimeSide(pool_size=0)
+DEFAULT_TIME_SIDE = TimeSide()
+
+
+@dataclass(frozen=True)
 class RecalledMemory:
     pair_id: str
     session_id: str
@@ -119,12 +145,14 @@ class RecalledMemory:
     metadata: Mapping[str, Any]
     signals: Mapping[str, float]
     score: float
+    # Which sides drew it: "vector", "lexical", "graph", "time".
+    drawn_by: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {"pair_id": self.pair_id, "session_id": self.session_id, "turn_index": self.turn_index,
                 "occurred_at": self.occurred_at.isoformat(), "user_message": self.user_message,
                 "assistant_message": self.assistant_message, "signals": dict(self.signals),
-                "score": self.score}
+                "score": self.score, "drawn_by": list(self.drawn_by)}
 
 
 @dataclass(frozen=True)
@@ -136,6 +164,7 @@ class RecallResult:
     weights: SignalWeights
     question_type: str | None
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    time: TimeQuery = NO_TIME  # the time the question asks about, as understood (dates/questions.py)
 
     def __len__(self) -> int:
         return len(self.memories)
@@ -145,7 +174,7 @@ class RecallResult:
 
     def as_dict(self) -> dict:
         return {"user_id": self.user_id, "kg_id": self.kg_id, "query": self.query,
-                "model": self.weights.model, "question_type": self.question_type,
+                "model": self.weights.model, "question_type": self.question_type, "time": self.time.as_dict(),
                 "weights": self.weights.as_dict(), "scale": self.weights.scale,
                 "timings_ms": dict(self.timings_ms), "memories": [m.as_dict() for m in self.memories]}
 
@@ -215,28 +244,46 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
                          row_limit: int | None = None,
                          as_of: datetime | None = None, reference_time: datetime | None = None,
                          session_id: str | None = None, remember_query: bool = False,
-                         hubs: HubRule = DEFAULT_HUB_RULE, graph: GraphSide = NO_GRAPH_SIDE) -> dict[str, Any]:
+                         hubs: HubRule = DEFAULT_HUB_RULE, graph: GraphSide = NO_GRAPH_SIDE,
+                         time: TimeQuery = NO_TIME, time_side: TimeSide = NO_TIME_SIDE,
+                         side_embeddings: Sequence[np.ndarray] = ()) -> dict[str, Any]:
     """The composite statement's parameters (also what EXPLAIN in tests and benchmarks binds).
-    ``lexical_pool_pairs``: the BM25 top found by :class:`WordPostingsCache` (None: the statement finds it)."""
+    ``lexical_pool_pairs``: the BM25 top found by :class:`WordPostingsCache` (None: the statement finds it);
+    ``time``: the question's time (its window feeds time_fit and, with ``time_side``, the window pool);
+    ``side_embeddings``: the embeddings of ``time.sides`` (a two-sided question: each side draws candidates)."""
+    window = time.window
+    sides = [np.asarray(e, dtype=np.float32) for e in side_embeddings][:2] if time_side.pool_size else []
+    sides += [None] * (2 - len(sides))
     return {
         "user_id": user_id, "kg_id": kg_id, "query": np.asarray(query_embedding, dtype=np.float32),
         # recall() rejects what Postgres text cannot hold; training's dataset questions are cleaned here.
         "query_text": clean_text(query_text), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
         "lexical_seed_postings": lexical_pruning.seed_postings, "lexical_pool_pairs": lexical_pool_pairs,
         "bm25_k1": BM25_K1, "bm25_b": BM25_B,
-        "row_limit": row_limit or pool_size + lexical_pool_size + graph.pool_size, "as_of": as_of,
+        "row_limit": row_limit or pool_size + lexical_pool_size + graph.pool_size + 2 * time_side.pool_size,
+        "as_of": as_of,
         "reference_time": reference_time or as_of or datetime.now(UTC), "session_id": session_id,
         "weights": list(weights.weights), "scale": weights.scale, "remember_query": remember_query,
         "hub_share": hubs.share, "hub_min_pairs": hubs.min_pairs,
         "graph_pool_size": graph.pool_size, "graph_subjects": graph.subjects,
+        "window_first": window.first_day if window else None, "window_last": window.last_day if window else None,
+        "window_margin_days": time.margin_days, "window_certainty": window.certainty if window else 0.0,
+        "window_pool_size": time_side.pool_size if window or sides[0] is not None else 0,
+        "window_scan_limit": time_side.scan_limit, "side_a": sides[0], "side_b": sides[1],
     }
+
+
+# The pool's sides, as a result names them, and the statement's column for each.
+DRAWN_BY = {"vector": "in_vector_pool", "lexical": "in_lexical_pool", "graph": "in_graph_pool",
+            "time": "in_window_pool"}
 
 
 def to_memory(row: Mapping[str, Any]) -> RecalledMemory:
     return RecalledMemory(pair_id=str(row["id"]), session_id=row["session_id"], turn_index=row["turn_index"],
                           occurred_at=row["occurred_at"], user_message=row["user_message"],
                           assistant_message=row["assistant_message"], metadata=row["metadata"],
-                          signals={name: float(row[name]) for name in SIGNAL_NAMES}, score=float(row["score"]))
+                          signals={name: float(row[name]) for name in SIGNAL_NAMES}, score=float(row["score"]),
+                          drawn_by=tuple(side for side, column in DRAWN_BY.items() if row.get(column)))
 
 
 def _configure_recall_connection(conn: psycopg.Connection, ef_search: int) -> None:
@@ -272,7 +319,8 @@ class Recaller:
                  lexical_pool_size: int = DEFAULT_LEXICAL_POOL_SIZE,
                  lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
                  ef_search: int = DECLARED_DEFAULTS.recall_ef_search, hubs: HubRule = DEFAULT_HUB_RULE,
-                 graph: GraphSide = DEFAULT_GRAPH_SIDE, connections: int = DECLARED_DEFAULTS.recall_connections,
+                 graph: GraphSide = DEFAULT_GRAPH_SIDE, time_side: TimeSide = DEFAULT_TIME_SIDE,
+                 connections: int = DECLARED_DEFAULTS.recall_connections,
                  lexical_cache_mb: int = DECLARED_DEFAULTS.recall_lexical_cache_mb,
                  prepared_statements: bool = DECLARED_DEFAULTS.recall_prepared_statements):
         if not 1 <= connections <= 1000:
@@ -290,6 +338,7 @@ class Recaller:
         self.ranker_path = Path(ranker_path) if ranker_path else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
         self.pool_size, self.ef_search, self.hubs, self.graph = pool_size, ef_search, hubs, graph
+        self.time_side = time_side
         self.connections, self.prepared_statements = connections, prepared_statements
         self._pool: ConnectionPool | None = None
         self._lock = threading.Lock()
@@ -343,6 +392,7 @@ class Recaller:
                    lexical_pool_size=settings.recall_lexical_pool_size,
                    lexical_pruning=LexicalPruning.from_settings(settings), ef_search=settings.recall_ef_search,
                    hubs=HubRule.from_settings(settings), graph=GraphSide.from_settings(settings),
+                   time_side=TimeSide.from_settings(settings),
                    connections=settings.recall_connections, lexical_cache_mb=settings.recall_lexical_cache_mb,
                    prepared_statements=settings.recall_prepared_statements)
 
@@ -366,14 +416,19 @@ class Recaller:
         if question_type is not None and question_type not in QUESTION_TYPES:
             raise InvalidInputError("question_type", f"must be one of {list(QUESTION_TYPES)}")
         timings: dict[str, float] = {}
-        started = time.perf_counter()
-        query_embedding = self.embedder.embed([request.query])[0]
-        timings["embed"] = (time.perf_counter() - started) * 1000
         query_time = request.as_of or datetime.now(UTC)
+        started = time.perf_counter()
+        asked = read_question(request.query, query_time)
+        timings["time"] = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        # A two-sided question's sides are embedded with it, in one call: each draws candidates of its own.
+        query_embedding, *side_embeddings = self.embedder.embed(
+            [request.query, *(asked.sides if self.time_side.pool_size else ())])
+        timings["embed"] = (time.perf_counter() - started) * 1000
         ranker = self.ranker()
         pool_size = max(self.pool_size, request.k)
         with self._session() as conn:
-            weights = COSINE_ONLY
+            weights = COSINE_AND_TIME if asked.window else COSINE_ONLY
             if ranker is not None:
                 started = time.perf_counter()
                 profile = read_profile(conn, user_id=request.user_id, kg_id=request.kg_id,
@@ -393,10 +448,11 @@ class Recaller:
                                   lexical_pruning=self.lexical_pruning,
                                   row_limit=request.k, as_of=request.as_of, reference_time=query_time,
                                   session_id=request.session_id, hubs=self.hubs, graph=self.graph,
+                                  time=asked, time_side=self.time_side, side_embeddings=side_embeddings,
                                   remember_query=remember_query and request.as_of is None)
             timings["query"] = (time.perf_counter() - started) * 1000
         if any(not math.isfinite(float(row["score"])) for row in rows):
             raise RuntimeError(f"ranker {weights.model} produced a non-finite score")
         return RecallResult(user_id=request.user_id, kg_id=request.kg_id, query=request.query,
                             memories=[to_memory(row) for row in rows], weights=weights,
-                            question_type=question_type, timings_ms=timings)
+                            question_type=question_type, timings_ms=timings, time=asked)

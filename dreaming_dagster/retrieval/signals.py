@@ -1,4 +1,4 @@
-"""The eight ranking signals, their names and order, and a plain-Python reference implementation.
+"""The nine ranking signals, their names and order, and a plain-Python reference implementation.
 
 Serving computes the signals in one SQL statement (``dbt_like_sql/retrieval/composite_ranking.sql``);
 this module states the same definitions in Python so the SQL can be checked against them (tests compare
@@ -19,14 +19,18 @@ the two to 1e-6) and so the definitions read in one place. Every signal is in [0
   specificity of the most specific subject they share, divided by the pool's maximum (0 when no two
   candidates share a subject that is not a hub);
 - ``lex``: the pair's BM25 score for the query over the user's lexical index, divided by the pool's
-  maximum (0 when no candidate shares a word with the query).
+  maximum (0 when no candidate shares a word with the query);
+- ``time_fit``: how well the pair's times — the day it was said and the times its user turn mentions
+  (pipeline/dating.py) — fit the question's time window (dates/questions.py): the best :func:`range_fit`
+  over them, each mention's by its certainty, times the window's certainty; 0 for every pair when the
+  question names no time.
 
 BM25 (:func:`bm25`): for each distinct query lexeme t the pair holds, idf(t) · tf·(k1+1) / (tf + k1·(1 − b
 + b·len/avg_len)), with idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5)); N, df and avg_len are the user's.
 Lexemes are Postgres' 'english' text-search lexemes; the SQL tokenizes, this module only scores.
 
-The pool the signals are computed over is the union of the top candidates by cosine and by BM25, so a
-pair found only by its words still has all eight signals.
+The pool the signals are computed over is the union of the top candidates by cosine, by BM25, through the
+graph and from inside the question's time window, so a pair found by any one side has all nine signals.
 """
 
 from __future__ import annotations
@@ -34,14 +38,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
 
 import numpy as np
 
+from dreaming_dagster.dates.expressions import TimeRange
+from dreaming_dagster.dates.questions import MARGIN_DAYS
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 
 SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density",
-                                  "lex")
+                                  "lex", "time_fit")
+V3_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:8]
 V2_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:7]
 V1_SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "subj_freq")
 REC_EXP_HALF_LIFE_DAYS = 14.0
@@ -49,8 +56,11 @@ REC_EXP_HALF_LIFE_DAYS = 14.0
 REC_EXP_MAX_HALF_LIVES = 1000.0
 BM25_K1 = 1.2
 BM25_B = 0.75
-# With no trained model the ranking is pure cosine, so recall works from the first stored pair.
-COSINE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+# With no trained model the ranking is pure cosine, so recall works from the first stored pair; when the
+# question names a time, cosine plus time_fit at TIME_WEIGHT (bench/time.py measures the choice).
+COSINE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+TIME_WEIGHT = 0.25
+COSINE_AND_TIME_WEIGHTS: tuple[float, ...] = COSINE_WEIGHTS[:8] + (TIME_WEIGHT,)
 
 
 def expand_weights(weights: Sequence[float], signal_names: Sequence[str]) -> list[float]:
@@ -62,6 +72,29 @@ def expand_weights(weights: Sequence[float], signal_names: Sequence[str]) -> lis
         raise ValueError(f"{len(weights)} weights for {len(signal_names)} signals")
     by_name = dict(zip(signal_names, weights, strict=True))
     return [float(by_name.get(name, 0.0)) for name in SIGNAL_NAMES]
+
+
+def range_fit(a_first: date, a_last: date, a_margin: float, w_first: date, w_last: date, w_margin: float) -> float:
+    """How well a time (days ``a_first``..``a_last``, soft edge ``a_margin`` days) fits a window: the share of
+    its days inside the window when they overlap, else 1 falling to 0 over the two soft edges (the SQL
+    function range_fit, migration 0026)."""
+    overlap = (min(a_last, w_last) - max(a_first, w_first)).days + 1
+    if overlap > 0:
+        return overlap / ((a_last - a_first).days + 1)
+    gap = max((w_first - a_last).days, (a_first - w_last).days)
+    return max(0.0, 1.0 - gap / max(a_margin + w_margin, 1e-9))
+
+
+def time_fit(occurred_at: datetime, times: Sequence[TimeRange], window: TimeRange | None) -> float:
+    """A pair's ``time_fit`` for a question's ``window``: its own UTC day and its mentioned ``times``."""
+    if window is None:
+        return 0.0
+    margin = MARGIN_DAYS[window.granularity]
+    day = occurred_at.astimezone(UTC).date()
+    fits = [range_fit(day, day, MARGIN_DAYS["day"], window.first_day, window.last_day, margin)]
+    fits += [t.certainty * range_fit(t.first_day, t.last_day, MARGIN_DAYS[t.granularity], window.first_day,
+                                     window.last_day, margin) for t in times]
+    return min(max(max(fits) * window.certainty, 0.0), 1.0)
 
 
 @dataclass(frozen=True)
@@ -105,13 +138,14 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
                       subject_link_counts: Mapping[str, int],
                       reference_time: datetime, session_id: str | None,
                       lexical_scores: Mapping[str, float] | None = None, user_pairs: int = 0,
-                      hubs: HubRule = DEFAULT_HUB_RULE) -> dict[str, dict[str, float]]:
-    """The eight signals of every pool pair, by pair id, computed the slow and obvious way.
+                      hubs: HubRule = DEFAULT_HUB_RULE, window: TimeRange | None = None,
+                      pair_times: Mapping[str, Sequence[TimeRange]] | None = None) -> dict[str, dict[str, float]]:
+    """The nine signals of every pool pair, by pair id, computed the slow and obvious way.
 
     ``pair_subjects`` maps a pair to its live subjects; ``subject_link_counts`` counts each subject's
     links (to pairs before as_of); ``lexical_scores`` is each pair's BM25 (:func:`bm25`; missing means 0);
     ``user_pairs`` is the user's whole memory (N of the subjects' specificity); ``pool`` is the candidate
-    pool already chosen.
+    pool already chosen; ``window`` the question's time window and ``pair_times`` each pair's mentioned times.
     """
     if not pool:
         return {}
@@ -149,10 +183,11 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
             "sess": 1.0 if session_id is not None and p.session_id == session_id else 0.0,
             "neighbor_density": neighbors[p.pair_id] / max_neighbors if max_neighbors else 0.0,
             "lex": lexical[p.pair_id] / max_lexical if max_lexical else 0.0,
+            "time_fit": time_fit(p.occurred_at, (pair_times or {}).get(p.pair_id, ()), window),
         }
     return signals
 
 
 def combined_score(signals: Mapping[str, float], weights: Sequence[float], scale: float) -> float:
-    """scale × Σ wₖ·sₖ over the eight signals (the SQL's score)."""
+    """scale × Σ wₖ·sₖ over the nine signals (the SQL's score)."""
     return scale * sum(w * signals[name] for w, name in zip(weights, SIGNAL_NAMES, strict=True))

@@ -282,6 +282,6 @@ def jsonable(row: dict) -> dict:
 def sync_response(result) -> dict:
     """A SyncResult as POST /v1/sync and POST /v1/pairs (with sync) return it."""
     return {"user_id": result.user_id, "seconds": round(result.seconds, 3), "embedding": result.embedding,
-            "extraction": result.extraction, "merge": result.merge, "links": result.links,
+            "dating": result.dating, "extraction": result.extraction, "merge": result.merge, "links": result.links,
             "refinement": result.refinement, "graph": [jsonable(r) for r in result.graph],
             "warnings": result.warnings}

@@ -43,8 +43,21 @@ class Memory(BaseModel):
     score: float
 
 
+class TimeUnderstood(BaseModel):
+    """The time the question asks about, as recall read it (no window: the question names no time)."""
+
+    label: str | None = None  # "1–30 April 2023"
+    first_day: str | None = None
+    last_day: str | None = None
+    expression: str | None = None
+    relation: str | None = None
+    order: str | None = None
+    sides: list[str] = []
+
+
 class Recalled(BaseModel):
     model: str
+    time: TimeUnderstood | None = None
     memories: list[Memory]
 
 
@@ -103,7 +116,9 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
             result = recaller.recall(user_id, query, k, session_id=session_id, kg_id=kg_id)
         except InvalidInputError as error:
             raise ToolError(str(error)) from None
-        return Recalled(model=result.weights.model, memories=[
+        understood = result.time.as_dict()
+        return Recalled(model=result.weights.model, time=TimeUnderstood(**{
+            name: understood[name] for name in TimeUnderstood.model_fields}) if understood else None, memories=[
             Memory(pair_id=m.pair_id, session_id=m.session_id, occurred_at=m.occurred_at.isoformat(),
                    user_message=m.user_message, assistant_message=m.assistant_message, score=m.score)
             for m in result.memories])

@@ -1,4 +1,4 @@
-"""The ranker training step as one function: split, question-type classifier, the v3, v2 and v1 models on
+"""The ranker training step as one function: split, question-type classifier, the v4, v3, v2 and v1 models on
 the hybrid pool, and a v2 on the cosine pool alone (what the ranker was before lexical candidates)."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from dreaming_dagster.training.train import (
     train_ranker,
 )
 
-VERSIONS = ("v3", "v2", "v1")
+VERSIONS = ("v4", "v3", "v2", "v1")
+PUBLISHED_VERSION = VERSIONS[0]  # the newest: what recall() loads when it beats the rankings without a model
 COSINE_POOL_VERSIONS = ("v2",)
 
 
@@ -66,7 +67,7 @@ class FitReport:
 def fit_rankers(data: TrainingData, *, embedding_model: str, validation_share: float = 0.2, seed: int = 0,
                 epochs: int = 50, learning_rate: float = 1e-3, temperature: float = 0.05, batch_size: int = 32,
                 log: Callable[[str], None] = print) -> FitReport:
-    """Split by question (stratified by LongMemEval type), train v3, v2 and v1 on gold question types (and
+    """Split by question (stratified by LongMemEval type), train v4, v3, v2 and v1 on gold question types (and
     v2 again on the cosine-pool candidates only, under ``v2-cosine-pool``), and
     predict every question's type with a classifier fitted on the training split only (so validation
     predictions are honest)."""

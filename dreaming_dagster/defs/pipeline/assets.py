@@ -20,7 +20,7 @@ from dreaming_dagster.defs.resources import (
     LLMResource,
 )
 from dreaming_dagster.hubs import HubRule
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import dating, stages
 from dreaming_dagster.pipeline.merging import merge_ratio
 from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs, run_stage, upstream_of
 from dreaming_dagster.reporting import graph_report_markdown, top_subjects_markdown
@@ -58,6 +58,20 @@ def merging_inputs(context: dg.AssetExecutionContext, dreaming_db: DreamingDatab
 def _metadata(stats: dict, seconds: float, **extra) -> dict:
     return {**{key: value for key, value in stats.items() if value is not None},
             "seconds": round(seconds, 3), **extra}
+
+
+@stage_asset("pair_dates", kinds={"postgres"})
+def pair_dates(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource) -> dg.MaterializeResult:
+    """The times each pair's user turn mentions ("last Saturday", "in May", "two weeks ago"), resolved
+    against when the pair was said into day ranges with a granularity (pair_times), offline and
+    deterministic (dates/expressions.py). Recall's time_fit signal and time-window pool read them.
+    Metadata: the pairs dated this run and how many of the user's pairs carry a dated event."""
+    database = dreaming_db.database()
+    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key))
+    carried = dating.dated_pair_counts(database, context.partition_key)
+    return dg.MaterializeResult(metadata=_metadata(
+        totals, seconds, pairs_with_dated_events=carried["with_times"], user_pairs=carried["pairs"],
+        dated_share=round(carried["with_times"] / carried["pairs"], 3) if carried["pairs"] else 0.0))
 
 
 @stage_asset(

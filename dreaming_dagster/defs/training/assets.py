@@ -20,7 +20,7 @@ from dreaming_dagster.defs.training.config import (
     RankerModelConfig,
 )
 from dreaming_dagster.hubs import HubRule
-from dreaming_dagster.retrieval.recaller import GraphSide
+from dreaming_dagster.retrieval.recaller import GraphSide, TimeSide
 from dreaming_dagster.training.workspace import RankerWorkspace
 
 
@@ -83,7 +83,8 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
                       dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
                       dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     """For every answerable question, the hybrid candidate pool (top-K by cosine ∪ top-K by BM25 ∪ the pairs of
-    the subjects nearest the question) with all eight signals from the SQL that serves recall, which side drew
+    the subjects nearest the question ∪, when it names a time, the best pairs inside that window) with all nine
+    signals from the SQL that serves recall, which side drew
     each candidate, a relevance label (a turn of the pair has has_answer) and the needle flag, plus the user's
     profile as the question saw it; two parquet tables in <data_dir>/ranker/."""
     from dreaming_dagster.training.memory import MemoryManifest
@@ -102,6 +103,8 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
     pools = build_pools(dreaming_db.database(), embedder.embedder(), manifest.questions, manifest.users,
                         kg_id=manifest.kg_id, pool_size=config.pool_size, lexical_pool_size=config.lexical_pool_size,
                         graph=GraphSide(pool_size=config.graph_pool_size, subjects=settings.recall_graph_subjects),
+                        time_side=TimeSide(pool_size=config.time_pool_size,
+                                           scan_limit=settings.recall_time_scan_limit),
                         hubs=HubRule.from_settings(settings), historical=manifest.mode == "per-question",
                         ef_search=settings.recall_ef_search,
                         prepared_statements=settings.recall_prepared_statements, on_question=progress)
@@ -137,14 +140,15 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
 )
 def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, dreaming_db: DreamingDatabaseResource,
                  embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
-    """The Composite ranker trained with ApproxNDCG on the hybrid pools: v3 (8 weights + scale, with lex) and,
-    for comparison, v2 (7 weights), v1 (3 weights) and a v2 trained on the cosine pool alone; 80/20 split by
-    question stratified by type, best epoch by validation NDCG@10, deterministic for a seed. v3 is published
+    """The Composite ranker trained with ApproxNDCG on the hybrid pools: v4 (9 weights + scale, with lex and
+    time_fit) and, for comparison, v3 (8 weights), v2 (7), v1 (3) and a v2 trained on the cosine pool alone;
+    80/20 split by question stratified by type, best epoch by validation NDCG@10, deterministic for a seed.
+    v4 is published
     for recall() only if it beats, on validation NDCG@10, the best ranking without a model of the same pools:
     cosine, BM25 and their reciprocal-rank fusion."""
     from dreaming_dagster.retrieval.ranker import save_ranker
     from dreaming_dagster.training.evaluation import training_curves_png
-    from dreaming_dagster.training.fit import fit_rankers
+    from dreaming_dagster.training.fit import PUBLISHED_VERSION, fit_rankers
     from dreaming_dagster.training.pools import Pools
     from dreaming_dagster.training.train import TrainingData
 
@@ -160,20 +164,21 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
         save_ranker(outcome.model, ws.model(version), embedding_model=model_name, extra={
             "best_epoch": outcome.best_epoch, "validation_ndcg@10": outcome.best_validation_ndcg10,
             "cosine_validation_ndcg@10": report.cosine_validation_ndcg10, "config": config.model_dump()})
-    v3 = report.outcomes["v3"]
+    newest = report.outcomes[PUBLISHED_VERSION]
     bar_name, bar = report.bar  # the best ranking without a model: cosine, BM25 or their fusion
-    beats_bar = v3.best_validation_ndcg10 > bar
+    beats_bar = newest.best_validation_ndcg10 > bar
     published = None
     if config.promote and beats_bar:
         # recall()'s file: ranker_model_path (policy), else under data_dir (database resource).
-        published = save_ranker(v3.model, layered_settings(dreaming_db, dreaming_policy).resolved_ranker_path,
+        published = save_ranker(newest.model, layered_settings(dreaming_db, dreaming_policy).resolved_ranker_path,
                                 embedding_model=model_name,
-                                extra={"validation_ndcg@10": v3.best_validation_ndcg10,
+                                extra={"validation_ndcg@10": newest.best_validation_ndcg10,
                                        "cosine_validation_ndcg@10": report.cosine_validation_ndcg10,
                                        "bar": bar_name, "bar_validation_ndcg@10": bar})
-        context.log.info(f"published v3 for recall(): {published}")
+        context.log.info(f"published {PUBLISHED_VERSION} for recall(): {published}")
     elif not beats_bar:
-        context.log.warning(f"v3 (validation NDCG@10 {v3.best_validation_ndcg10:.4f}) does not beat {bar_name} "
+        context.log.warning(f"{PUBLISHED_VERSION} (validation NDCG@10 {newest.best_validation_ndcg10:.4f}) does "
+                            f"not beat {bar_name} "
                             f"({bar:.4f}); recall() keeps its current ranking")
     ws.training.write_text(json.dumps({**report.as_json(), "config": config.model_dump(),
                                        "published": str(published) if published else None}, indent=1))
@@ -197,13 +202,18 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
     kinds={"torch", "markdown"},
 )
 def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource) -> dg.MaterializeResult:
-    """Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1, v2 and v3 on identical hybrid pools, and
+    """Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1–v4 on identical hybrid pools, and
     v2 trained on the cosine pool: NDCG@10/@5, Recall@10/@5, MRR, needle hit %, pool recall (the ceiling:
     cosine pool vs hybrid pool), Recall@10 per question type and the mean learned weights; on the validation
-    split and on all answerable questions, with the predicted question type (and the gold one for v3)."""
+    split and on all answerable questions, with the predicted question type (and the gold one for v4)."""
     from dreaming_dagster.retrieval.ranker import load_ranker
     from dreaming_dagster.training.evaluation import evaluate, markdown_report
-    from dreaming_dagster.training.fit import COSINE_POOL_VERSIONS, VERSIONS, cosine_pool_key
+    from dreaming_dagster.training.fit import (
+        COSINE_POOL_VERSIONS,
+        PUBLISHED_VERSION,
+        VERSIONS,
+        cosine_pool_key,
+    )
     from dreaming_dagster.training.memory import MemoryManifest
     from dreaming_dagster.training.pools import Pools, pool_description
     from dreaming_dagster.training.train import TrainingData
@@ -221,7 +231,7 @@ def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDa
         data, models, predicted_features=data.features([training["predicted_types"][q] for q in data.question_ids]),
         gold_features=data.features(data.ranker_types),
         splits={"validation": [position[q] for q in training["validation_ids"]], "all": list(range(len(data)))},
-        cosine_pool_models=cosine_pool_models, gold_type_versions=["v3"])
+        cosine_pool_models=cosine_pool_models, gold_type_versions=[PUBLISHED_VERSION])
     pool_label = pool_description(pools.candidates)
     context_lines = {"dataset": f"{Path(manifest.dataset).name} (sha256 {manifest.sha256[:16]}…)",
                      "mode": manifest.mode, "pool": pool_label,
@@ -239,7 +249,7 @@ def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDa
         **{f"validation_recall@10_{method}": validation[method]["recall@10"] for method in ("cosine", *VERSIONS)},
         **{f"validation_ndcg@10_{method}": validation[method]["ndcg@10"] for method in ("cosine", *VERSIONS)},
         "validation_cosine_pool_recall": validation["cosine"]["pool_recall"],
-        "validation_hybrid_pool_recall": validation["v3"]["pool_recall"],
+        "validation_hybrid_pool_recall": validation[PUBLISHED_VERSION]["pool_recall"],
         "training_curves": dg.MetadataValue.md(png_markdown(curves, "training curves")) if curves else "none",
         "report_path": dg.MetadataValue.path(str(ws.evaluation_markdown)),
     })

@@ -25,6 +25,9 @@ class LongMemEvalPoolsConfig(dg.Config):
     graph_pool_size: int = Field(default=DECLARED_DEFAULTS.recall_graph_pool_size, ge=0, le=1000,
                                  description="candidates reached through the subjects nearest the question (pairs "
                                  "the other sides missed; 0: none), as recall draws them")
+    time_pool_size: int = Field(default=DECLARED_DEFAULTS.recall_time_pool_size, ge=0, le=1000,
+                                description="when a question names a time, candidates drawn from inside its "
+                                "window by cosine and by BM25, each (0: none), as recall draws them")
 
 
 class RankerModelConfig(dg.Config):
@@ -34,4 +37,5 @@ class RankerModelConfig(dg.Config):
     seed: int = 0
     temperature: float = Field(default=0.05, gt=0, description="ApproxNDCG's sigmoid temperature")
     batch_size: int = Field(default=32, ge=1)
-    promote: bool = Field(default=True, description="publish v3 for recall() when it beats cosine on validation")
+    promote: bool = Field(default=True, description="publish the newest model (v4) for recall() when it beats "
+                           "the best ranking without a model on validation")
