@@ -1,4 +1,4 @@
-"""Recall at scale: the hybrid eight-signal query against the vector-only composite and a plain pgvector
+"""Recall at scale: the hybrid nine-signal query against the vector-only composite and a plain pgvector
 top-50, side by side.
 
     .venv/bin/python bench/recall.py [--pairs 100000] [--queries 200]
@@ -29,7 +29,10 @@ including the round trip:
 - hybrid + remember: as hybrid, also recording the last-query time;
 - served: as hybrid with the graph side recall() adds by default (DREAMING_RECALL_GRAPH_POOL_SIZE 20 pairs
   through the DREAMING_RECALL_GRAPH_SUBJECTS 10 subjects nearest the query and those whose name holds a
-  query word): the ranking statement every recall() runs;
+  query word): the ranking statement every recall() runs for a question that names no time;
+- served, month window: the same for a question naming a month (the heavy user's last full month, ~2,700
+  pairs): time_fit and the time-window side of the pool (DREAMING_RECALL_TIME_POOL_SIZE by vector and by
+  BM25 among the month's pairs) added;
 - recall() end to end: Recaller.recall with a real MiniLM embedding of the question;
 - the server's shared_buffers: the composite and hybrid statements again, in child processes that each start
   the server from the same data directory, with Postgres's default 128MB and with the embedded server's default
@@ -53,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -62,10 +65,12 @@ import torch
 from common import ORACLE, bench_parser, embedded_admin_url, machine, percentile, stopped_on_exit  # first
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
-from synthetic import DIMENSION, load_user, queries_around
+from synthetic import DIMENSION, START, load_user, queries_around
 from tqdm import tqdm
 
 from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.dates.expressions import TimeRange
+from dreaming_dagster.dates.questions import NO_TIME, TimeQuery
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.ingest.readers import longmemeval_session_records
 from dreaming_dagster.ingest.records import Rejection, parse_pair
@@ -86,6 +91,7 @@ from dreaming_dagster.retrieval.recaller import (
     NO_GRAPH_SIDE,
     LexicalPruning,
     Recaller,
+    TimeSide,
     composite_parameters,
     composite_rows,
     open_recall_connection,
@@ -257,14 +263,20 @@ def main() -> None:
         # as a recall process with the default DREAMING_RECALL_LEXICAL_CACHE_MB does.
         postings = WordPostingsCache(DreamingSettings().recall_lexical_cache_mb * 2**20)
 
-        def composite(q, text, lexical_pool_size=0, remember=False, cache=None, graph=NO_GRAPH_SIDE):
+        # A month of the heavy user's memory, as "last month" asked early in the month after it.
+        last_day = (START + timedelta(days=3 * 365)).date().replace(day=1) - timedelta(days=1)
+        month = TimeQuery(window=TimeRange(last_day.replace(day=1), last_day, "month"), relation="in",
+                          expression="last month")
+
+        def composite(q, text, lexical_pool_size=0, remember=False, cache=None, graph=NO_GRAPH_SIDE,
+                      time=NO_TIME):
             return composite_rows(conn, lexical_postings=cache, user_id="heavy", kg_id="default", query_embedding=q,
                                   query_text=text, weights=weights, pool_size=args.pool_size,
                                   lexical_pool_size=lexical_pool_size, row_limit=10, remember_query=remember,
-                                  graph=graph)
+                                  graph=graph, time=time, time_side=TimeSide())
 
         series = {"plain": [], "composite": [], "hybrid": [], "hybrid_statement_pool": [], "hybrid_cold_cache": [],
-                  "hybrid_remember": [], "served": []}
+                  "hybrid_remember": [], "served": [], "served_month_window": []}
         calls = {"plain": lambda q, text: plain(q), "composite": composite,
                  "hybrid": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings),
                  "hybrid_statement_pool": lambda q, text: composite(q, text, args.lexical_pool_size),
@@ -274,7 +286,9 @@ def main() -> None:
                  "hybrid_remember": lambda q, text: composite(q, text, args.lexical_pool_size, remember=True,
                                                               cache=postings),
                  "served": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings,
-                                                     graph=DEFAULT_GRAPH_SIDE)}
+                                                     graph=DEFAULT_GRAPH_SIDE),
+                 "served_month_window": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings,
+                                                                  graph=DEFAULT_GRAPH_SIDE, time=month)}
         # The held postings start with every question's words, as a serving process holds the words it has
         # been asked about: a word's first read (its whole postings list, tens of milliseconds for a common
         # word) would otherwise land on whichever of the four series sharing this cache runs first, and decide
@@ -301,7 +315,8 @@ def main() -> None:
         latency["postings_held_mb"] = round(postings.held_bytes / 2**20, 1)
         for numerator, denominator in (("hybrid", "composite"), ("hybrid_statement_pool", "composite"),
                                        ("hybrid_cold_cache", "composite"), ("composite", "plain"),
-                                       ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite")):
+                                       ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite"),
+                                       ("served_month_window", "served")):
             for stat in ("p50", "p99"):
                 latency[f"ratio_{numerator}_to_{denominator}_{stat}"] = round(
                     latency[numerator][f"{stat}_ms"] / latency[denominator][f"{stat}_ms"], 2)

@@ -59,6 +59,10 @@ def recall_rows(r: dict) -> Rows:
         *([("served: hybrid with recall()'s default graph side", f"p50 {lat['served']['p50_ms']} ms, p99 "
             f"{lat['served']['p99_ms']} ms ({lat['ratio_served_to_composite_p50']}× the composite at p50)")]
           if "served" in lat else []),
+        *([("served, a question naming a month (time_fit and the time-window side)",
+            f"p50 {lat['served_month_window']['p50_ms']} ms, p99 {lat['served_month_window']['p99_ms']} ms "
+            f"({lat['ratio_served_month_window_to_served_p50']}× served at p50)")]
+          if "served_month_window" in lat else []),
         ("lexical index (every user's; bytes over every indexed pair)",
          f"{d['lexical_index_size']}, {d['lexical_index_bytes_per_pair']:,} bytes a pair" if "lexical_index_bytes_per_pair" in d
          else d["lexical_index_size"]),

@@ -319,17 +319,28 @@ graph_pool AS MATERIALIZED (
 -- ("which did I do first, A or B?") also draws the window_pool_size pairs nearest each side (the HNSW
 -- index), so both halves of the answer are candidates.
 window_pairs AS MATERIALIZED (
-    SELECT p.id
-    FROM memory_pairs p
-    WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
-      AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
-      AND (p.occurred_at >= (%(window_first)s::date - ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
-           AND p.occurred_at < (%(window_last)s::date + 1 + ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
-           OR p.id IN (SELECT t.pair_id FROM pair_times t
-                       WHERE t.user_id = %(user_id)s AND t.kg_id = %(kg_id)s
-                         AND t.last_day >= %(window_first)s::date - ceil(%(window_margin_days)s)::integer
-                         AND t.first_day <= %(window_last)s::date + ceil(%(window_margin_days)s)::integer))
-    ORDER BY p.occurred_at DESC, p.id
+    -- Two index-ordered branches (the pairs' (user, graph, time) index read backwards; the times' index),
+    -- each cut at the limit before they are merged, so a wide window reads no more than the limit twice.
+    SELECT w.id
+    FROM ((SELECT p.id, p.occurred_at
+           FROM memory_pairs p
+           WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
+             AND p.occurred_at >= (%(window_first)s::date - ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
+             AND p.occurred_at < (%(window_last)s::date + 1 + ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
+             AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+           ORDER BY p.occurred_at DESC, p.id
+           LIMIT %(window_scan_limit)s)
+          UNION
+          (SELECT p.id, p.occurred_at
+           FROM pair_times t
+           JOIN memory_pairs p ON p.id = t.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+           WHERE t.user_id = %(user_id)s AND t.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
+             AND t.last_day >= %(window_first)s::date - ceil(%(window_margin_days)s)::integer
+             AND t.first_day <= %(window_last)s::date + ceil(%(window_margin_days)s)::integer
+             AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+           ORDER BY p.occurred_at DESC, p.id
+           LIMIT %(window_scan_limit)s)) w
+    ORDER BY w.occurred_at DESC, w.id
     LIMIT %(window_scan_limit)s
 ),
 window_drawn AS MATERIALIZED (
