@@ -57,6 +57,16 @@ def test_the_resolver_reads_the_labelled_set():
     assert len(wrong) <= 0.05 * len(rows), wrong
 
 
+def test_early_mid_and_late_split_each_kind_of_period():
+    day = date(2023, 5, 20)
+    cases = {"early summer 2021": (date(2021, 6, 1), date(2021, 6, 30)),  # a season: its months
+             "late winter 2022": (date(2023, 2, 1), date(2023, 2, 28)),
+             "mid-2022": (date(2022, 5, 1), date(2022, 8, 31)),  # a year: its thirds
+             "late April": (date(2023, 4, 21), date(2023, 4, 30)),  # a month: its tens of days
+             "the end of last week": (date(2023, 5, 12), date(2023, 5, 14))}  # a week: its last days
+    assert {text: (r.first_day, r.last_day) for text in cases if (r := resolve(text, day))} == cases
+
+
 def test_a_reference_time_is_read_as_its_utc_day():
     late_evening_in_new_york = datetime(2023, 5, 20, 23, 30, tzinfo=UTC) - timedelta(hours=-4)
     assert resolve("yesterday", late_evening_in_new_york).first_day == date(2023, 5, 20)

@@ -240,13 +240,17 @@ def rule(pattern: str, *needs: str) -> Callable[[Rule], Rule]:
 
 
 def _part_of(whole: TimeRange, part: str) -> TimeRange:
-    """early / mid / late (beginning / middle / end) of a month or a year (a week: its first, middle, last days)."""
+    """early / mid / late (beginning / middle / end) of a year (its thirds), a season (its months), a month
+    (days 1–10, 11–20, 21–end) or a week (its first, middle, last days)."""
     part = {"earlier": "early", "beginning": "early", "start": "early", "middle": "mid", "later": "late",
             "end": "late"}.get(part.lower(), part.lower())
     if whole.granularity == "year":
         year = whole.first_day.year
         months = {"early": (1, 4), "mid": (5, 8), "late": (9, 12)}[part]
         return _span(date(year, months[0], 1), _month(_month_index(year, months[1])).last_day, "month")
+    if whole.granularity == "season":  # its first, middle or last month
+        start = _month_index(whole.first_day.year, whole.first_day.month) + {"early": 0, "mid": 1, "late": 2}[part]
+        return _month(start)
     if whole.granularity == "month":
         first, last = whole.first_day, whole.last_day
         days = {"early": (1, 10), "mid": (11, 20), "late": (21, last.day)}[part]
