@@ -372,14 +372,13 @@ def _week_of_month(m, ref):
     return _span(first.replace(day=7 * nth - 6), first.replace(day=min(7 * nth, last.day)), "week")
 
 
-@rule(r"(?:this|last|next|coming|previous|the)?\s*weekend|(?:the\s+)?weekend", "unit")
+@rule(r"(?:(?:this|last|next|coming|previous|the)\s+)?weekend", "unit")
 def _weekend(m, ref):
     words = m[0].lower().split()
     if words[0] in ("this", "last", "next", "coming", "previous"):
         return _period("weekend", words[0], ref)
     # A bare "the weekend": the one under way, the one just gone (Monday to Wednesday) or the coming one.
-    step = 0 if ref.weekday() >= 3 else -1
-    return _period("weekend", "this" if step == 0 else "last", ref)
+    return _period("weekend", "this" if ref.weekday() >= 3 else "last", ref)
 
 
 @rule(rf"{_RELATIVE}\s+{_PERIOD}", "unit")
@@ -545,13 +544,9 @@ def _shifted(m, ref):
         return None
     count, unit = _number(m["count"]), m["unit"].lower()
     sign = -1 if m["direction"].lower() == "before" else 1
-    if unit in UNIT_DAYS:
-        base = anchor.first_day if sign < 0 else anchor.last_day
-        day = _shift(base, sign * count * UNIT_DAYS[unit])
-        return _span(day, day, "day") if unit == "day" else _week_of(day)
-    if unit == "month":
-        return _month(_month_index(anchor.first_day.year, anchor.first_day.month) + sign * count)
-    return _year(anchor.first_day.year + sign * count)
+    # Days and weeks count from the anchor's near edge; months and years from its start.
+    base = anchor.last_day if sign > 0 and unit in UNIT_DAYS else anchor.first_day
+    return _units_back(base, unit, sign * count)
 
 
 @rule(r"(?:the\s+)?day\s+(?P<direction>before|after)\s+(?P<anchor>.+)")

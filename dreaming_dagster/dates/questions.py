@@ -132,8 +132,7 @@ def read_question(question: str, as_of: datetime | date) -> TimeQuery:
         text[(relation_words.start() if relation_words else mention.start):mentions[-1].end]
     granularity, certainty = found.granularity, found.certainty
     if relation == "before":
-        window = TimeRange(FIRST_DAY, max(FIRST_DAY, found.first_day.fromordinal(max(found.first_day.toordinal() - 1, 1))),
-                           granularity, certainty)
+        window = TimeRange(FIRST_DAY, date.fromordinal(max(found.first_day.toordinal() - 1, 1)), granularity, certainty)
     elif relation == "after":
         after = found.last_day.fromordinal(min(found.last_day.toordinal() + 1, date.max.toordinal()))
         window = TimeRange(after, max(after, reference), granularity, certainty)
