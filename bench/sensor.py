@@ -30,7 +30,7 @@ from common import (  # first: puts the project on the import path
 from dreaming_dagster.defs.pipeline.sensors import pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.pipeline.pending_work import extraction_retry_params
+from dreaming_dagster.pipeline.pending_work import pending_work_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
@@ -72,7 +72,7 @@ def main() -> None:
             total = conn.execute("SELECT count(*) AS n FROM memory_pairs").fetchone()["n"]
 
         query = load_sql("memory_pairs/users_with_pending_work")
-        params = extraction_retry_params()
+        params = pending_work_params()
         wall, execution = [], []
         with database.connect(vectors=False) as conn:
             for _ in range(args.repeats):

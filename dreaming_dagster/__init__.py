@@ -26,5 +26,62 @@ def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,
     return run(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)
 
 
-__all__ = ["BatchRejectedError", "InvalidInputError", "MemoryPair", "Rejection", "SaveResult", "recall",
-           "save_and_sync", "save_pairs", "sync_user"]
+def forget_pairs(user_id: str, pair_ids, kg_id: str = "default", **kwargs):
+    """Delete pairs and what was derived from them (see :func:`dreaming_dagster.memory.forgetting.forget_pairs`)."""
+    from dreaming_dagster.memory.forgetting import forget_pairs as run
+
+    return run(user_id, pair_ids, kg_id, **kwargs)
+
+
+def forget_session(user_id: str, session_id: str, kg_id: str = "default", **kwargs):
+    """Delete a session's pairs (see :func:`dreaming_dagster.memory.forgetting.forget_session`)."""
+    from dreaming_dagster.memory.forgetting import forget_session as run
+
+    return run(user_id, session_id, kg_id, **kwargs)
+
+
+def erase_user(user_id: str, kg_id: str | None = None, **kwargs):
+    """Erase a user's graph ``kg_id``, or all of them (see :func:`dreaming_dagster.memory.forgetting.erase_user`)."""
+    from dreaming_dagster.memory.forgetting import erase_user as run
+
+    return run(user_id, kg_id, **kwargs)
+
+
+def list_pairs(user_id: str, kg_id: str = "default", **kwargs):
+    """A page of the user's pairs (see :func:`dreaming_dagster.memory.inspection.list_pairs`)."""
+    from dreaming_dagster.memory.inspection import list_pairs as run
+
+    return run(user_id, kg_id, **kwargs)
+
+
+def read_pair(user_id: str, pair_id: str, kg_id: str = "default", **kwargs):
+    """One pair with its subjects and dated events (see :func:`dreaming_dagster.memory.inspection.read_pair`)."""
+    from dreaming_dagster.memory.inspection import read_pair as run
+
+    return run(user_id, pair_id, kg_id, **kwargs)
+
+
+def list_subjects(user_id: str, kg_id: str = "default", **kwargs):
+    """The user's subjects, most linked first (see :func:`dreaming_dagster.memory.inspection.list_subjects`)."""
+    from dreaming_dagster.memory.inspection import list_subjects as run
+
+    return run(user_id, kg_id, **kwargs)
+
+
+def read_subject(user_id: str, subject_id: str, kg_id: str = "default", **kwargs):
+    """One subject with its pairs (see :func:`dreaming_dagster.memory.inspection.read_subject`)."""
+    from dreaming_dagster.memory.inspection import read_subject as run
+
+    return run(user_id, subject_id, kg_id, **kwargs)
+
+
+def export_user(user_id: str, kg_id: str = "default", **kwargs):
+    """The user's graph as JSONL lines (see :func:`dreaming_dagster.memory.export.export_lines`)."""
+    from dreaming_dagster.memory.export import export_lines as run
+
+    return run(user_id, kg_id, **kwargs)
+
+
+__all__ = ["BatchRejectedError", "InvalidInputError", "MemoryPair", "Rejection", "SaveResult", "erase_user",
+           "export_user", "forget_pairs", "forget_session", "list_pairs", "list_subjects", "read_pair", "read_subject",
+           "recall", "save_and_sync", "save_pairs", "sync_user"]

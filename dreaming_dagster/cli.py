@@ -161,10 +161,36 @@ def ingest_options(func):
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @ingest_options
 def ingest(file: Path, user_id: str, kg_id: str, strict: bool, defer_embedding: bool) -> None:
-    """Ingest a JSONL file of pairs (session_id, user_message, assistant_message, occurred_at)."""
+    """Ingest a JSONL file of pairs (session_id, user_message, assistant_message, occurred_at), or a memory
+    exported by `dreaming export` (its subjects, links and dated events come along)."""
+    from dreaming_dagster.memory.export import is_export
+
+    first = next(iter(read_jsonl(file)), None)
+    if isinstance(first, LineRecord) and is_export(first.raw):
+        _import_export(file, user_id, kg_id, defer_embedding)
+        return
     with file.open("rb") as handle:  # bytes: a line that is not UTF-8 is the reader's to reject
         total = sum(1 for line in handle if line.strip())
     _run_ingest(lambda: read_jsonl(file), user_id, kg_id, strict, defer_embedding, total)
+
+
+def _import_export(file: Path, user_id: str, kg_id: str, defer_embedding: bool) -> None:
+    """An export's pairs and graph into USER's graph KG_ID, all records checked before anything is stored."""
+    from dreaming_dagster.memory.export import import_records
+
+    records = []
+    for item in read_jsonl(file):
+        if isinstance(item, Rejection):
+            _fail(str(item))
+        records.append((item.where, item.raw))
+    try:
+        imported = import_records(records, user_id, kg_id, embed=not defer_embedding,
+                                  batch_size=default_settings().embedding_batch_size)
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    _report(imported.saved)
+    click.echo(f"graph: {imported.subjects:,} subjects and {imported.links:,} links imported" if imported.graph_imported
+               else f"graph: {user_id}/{kg_id} already had subjects; only the pairs were added (dreaming links them)")
 
 
 @main.command("ingest-longmemeval")
@@ -283,6 +309,175 @@ def sync(user_id: str, kg_id: str | None) -> None:
                f"{hubs} hub(s)")
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+
+
+@main.command()
+@click.option("--user", "user_id", required=True)
+@click.option("--pair", "pair_ids", multiple=True, help="A pair id to forget (repeat for several).")
+@click.option("--session", "session_id", default=None, help="Forget every pair of this session.")
+@click.option("--everything", is_flag=True, help="Erase the user: every graph's pairs, subjects and audit.")
+@click.option("--kg-id", default=None, help="The knowledge graph (default: 'default' for --pair/--session; every "
+              "graph of the user for --everything).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation of --everything.")
+def forget(user_id: str, pair_ids: tuple[str, ...], session_id: str | None, everything: bool, kg_id: str | None,
+           yes: bool) -> None:
+    """Delete USER's pairs (--pair), a session (--session) or everything (--everything), with all that dreaming
+    derived from them: subjects left without a pair, descriptions, the word index, audit text."""
+    from dreaming_dagster.memory.forgetting import erase_user, forget_pairs, forget_session
+
+    if sum((bool(pair_ids), session_id is not None, everything)) != 1:
+        _fail("name what to forget: --pair ID (repeatable), --session ID or --everything")
+    if everything and not yes:
+        click.confirm(f"erase every memory of {user_id}" + (f" in {kg_id}" if kg_id else " in every graph") + "?",
+                      abort=True)
+    try:
+        if everything:
+            result = erase_user(user_id, kg_id)
+        elif session_id is not None:
+            result = forget_session(user_id, session_id, kg_id or "default")
+        else:
+            result = forget_pairs(user_id, pair_ids, kg_id or "default")
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    click.echo(f"{user_id}: forgot {result.pairs:,} pair(s) in {', '.join(result.kg_ids) or 'no graph'} · subjects "
+               f"deleted {result.subjects_deleted:,}, rebuilt {result.subjects_rebuilt:,} · audit passes redacted "
+               f"{result.passes_redacted:,} · {result.seconds} s")
+    if getattr(result, "missing", None):
+        console.print(f"[yellow]not found in {user_id}/{kg_id or 'default'}:[/] {', '.join(result.missing)}")
+
+
+@main.command()
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default="default", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write here instead of stdout.")
+def export(user_id: str, kg_id: str, out: Path | None) -> None:
+    """USER's whole memory in KG_ID as JSONL: pairs with their subjects, links and dated events, then the
+    subjects. `dreaming ingest FILE --user U` imports it on any instance."""
+    from dreaming_dagster.memory.export import export_lines
+
+    try:
+        lines = export_lines(user_id, kg_id)
+        handle = out.open("w", encoding="utf-8") if out else sys.stdout
+        try:
+            for line in lines:
+                handle.write(line + "\n")
+        finally:
+            if out:
+                handle.close()
+    except InvalidInputError as exc:
+        _fail(str(exc))
+
+
+@main.group()
+def inspect() -> None:
+    """What a user's memory holds: pairs, one pair, subjects, one subject."""
+
+
+def _inspect_output(rows, as_json: bool, title: str, columns: dict[str, Callable]) -> None:
+    from rich.table import Table
+
+    from dreaming_dagster.memory.inspection import jsonable
+
+    if as_json:
+        click.echo(json.dumps(jsonable(rows), indent=2, ensure_ascii=False))
+        return
+    if isinstance(rows, dict):
+        rows = [rows]
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*[str(render(row)) for render in columns.values()])
+    wide_console().print(table)
+
+
+def _short(text: str, size: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= size else text[:size - 1] + "…"
+
+
+@inspect.command("pairs")
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default="default", show_default=True)
+@click.option("--session", "session_id", default=None)
+@click.option("--since", default=None, help="Pairs at or after this time (ISO 8601).")
+@click.option("--until", default=None, help="Pairs before this time (ISO 8601).")
+@click.option("--limit", default=50, show_default=True)
+@click.option("--cursor", default=None, help="The next page (printed under a full page).")
+@click.option("--json", "as_json", is_flag=True)
+def inspect_pairs(user_id, kg_id, session_id, since, until, limit, cursor, as_json) -> None:
+    """A page of USER's pairs, oldest first."""
+    from dreaming_dagster.memory.inspection import list_pairs
+
+    try:
+        page = list_pairs(user_id, kg_id, session_id=session_id, since=since, until=until, limit=limit, cursor=cursor)
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    if as_json:
+        click.echo(json.dumps(page.as_dict(), indent=2, ensure_ascii=False))
+        return
+    _inspect_output(page.pairs, False, f"pairs of {user_id}/{kg_id}", {
+        "pair": lambda r: r["pair_id"], "session": lambda r: r["session_id"],
+        "occurred": lambda r: f"{r['occurred_at']:%Y-%m-%d %H:%M}", "user said": lambda r: _short(r["user_message"]),
+        "subjects": lambda r: _short(", ".join(r["subjects"]), 40)})
+    if page.next_cursor:
+        click.echo(f"next page: --cursor {page.next_cursor}")
+
+
+@inspect.command("pair")
+@click.argument("pair_id")
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default="default", show_default=True)
+def inspect_pair(pair_id, user_id, kg_id) -> None:
+    """One of USER's pairs with its subjects and dated events (JSON)."""
+    from dreaming_dagster.memory.inspection import jsonable, read_pair
+
+    try:
+        pair = read_pair(user_id, pair_id, kg_id)
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    if pair is None:
+        _fail(f"{user_id}/{kg_id} holds no pair {pair_id}")
+    click.echo(json.dumps(jsonable(pair), indent=2, ensure_ascii=False))
+
+
+@inspect.command("subjects")
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default="default", show_default=True)
+@click.option("--search", default=None, help="Only subjects whose name contains this (any case).")
+@click.option("--limit", default=50, show_default=True)
+@click.option("--archived", "include_archived", is_flag=True, help="Archived subjects too.")
+@click.option("--json", "as_json", is_flag=True)
+def inspect_subjects(user_id, kg_id, search, limit, include_archived, as_json) -> None:
+    """USER's subjects, most linked first."""
+    from dreaming_dagster.memory.inspection import list_subjects
+
+    try:
+        rows = list_subjects(user_id, kg_id, search=search, limit=limit, include_archived=include_archived)
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    _inspect_output(rows, as_json, f"subjects of {user_id}/{kg_id}", {
+        "subject": lambda r: r["subject_id"], "name": lambda r: r["name"], "type": lambda r: r["type"],
+        "pairs": lambda r: r["pairs"], "description": lambda r: _short(r["description"], 50),
+        "state": lambda r: "archived" if r["archived_at"] else ("hub" if r["hub"] else "")})
+
+
+@inspect.command("subject")
+@click.argument("subject_id")
+@click.option("--user", "user_id", required=True)
+@click.option("--kg-id", default="default", show_default=True)
+def inspect_subject(subject_id, user_id, kg_id) -> None:
+    """One of USER's subjects with its most recent pairs (JSON)."""
+    from dreaming_dagster.memory.inspection import jsonable, read_subject
+
+    try:
+        subject = read_subject(user_id, subject_id, kg_id)
+    except InvalidInputError as exc:
+        _fail(str(exc))
+    if subject is None:
+        _fail(f"{user_id}/{kg_id} holds no subject {subject_id}")
+    click.echo(json.dumps(jsonable(subject), indent=2, ensure_ascii=False))
 
 
 @main.command()

@@ -99,6 +99,10 @@ class TextVectorCache:
                     self._vectors.popitem(last=False)
         return np.stack([found[text] for text in texts])
 
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
 
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _CACHES_LOCK = threading.Lock()
@@ -112,6 +116,15 @@ def embed_cached(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         if cache is None:
             cache = _CACHES[embedder] = TextVectorCache()
     return cache.embed(embedder, texts)
+
+
+def forget_cached_texts() -> None:
+    """Empty every embedder's text cache in this process: after a forget, no subject name of forgotten
+    memory stays in memory (the next merge embeds the names it meets again)."""
+    with _CACHES_LOCK:
+        caches = list(_CACHES.values())
+    for texts in caches:
+        texts.clear()
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

@@ -215,7 +215,7 @@ def definitions_summary() -> dict:
             "deps": sorted(k.to_user_string() for k in node.parent_keys),
             "checks": sorted(c.name for c in graph.asset_check_keys if c.asset_key == key),
             "pools": sorted(node.pools or []), "description": node.description}
-    sensors = {s.name: {"jobs": sorted(j.name for j in s.jobs), "interval_s": s.minimum_interval_seconds,
+    sensors = {s.name: {"jobs": sorted(j.name for j in s.jobs) if s.has_jobs else [], "interval_s": s.minimum_interval_seconds,
                         "default": s.default_status.value} for s in definitions.sensors}
     jobs = {j.name: j.description for j in definitions.jobs}
     resources = {name: sorted(type(r).model_fields) for name, r in definitions.resources.items()}

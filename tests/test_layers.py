@@ -10,7 +10,7 @@ PACKAGE = PROJECT_ROOT / "dreaming_dagster"
 LAYERS = [
     {"config.settings", "config.dagster_env", "sql", "storage"},
     {"hubs", "embeddings", "onnx_encoder", "llm", "extraction", "prompts", "dates", "config.runtime"},
-    {"ingest", "pipeline", "retrieval", "consolidation", "training", "reembed", "reporting"},
+    {"ingest", "pipeline", "retrieval", "consolidation", "training", "reembed", "reporting", "memory"},
     {"defs", "service", "cli", "demo", "definitions", ""},
 ]
 # The one arrow upward: the process's default Recaller, built (lazily) beside its default database and embedder.

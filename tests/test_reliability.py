@@ -26,7 +26,10 @@ from dreaming_dagster.ingest.readers import iter_longmemeval_questions, read_jso
 from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError, ProviderUnavailableError
-from dreaming_dagster.pipeline.pending_work import MAX_EXTRACTION_ATTEMPTS, extraction_retry_params
+from dreaming_dagster.pipeline.pending_work import (
+    MAX_EXTRACTION_ATTEMPTS,
+    pending_work_params,
+)
 from dreaming_dagster.pipeline.stages import extract_pending, reset_failed_extractions
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
 from dreaming_dagster.retrieval.recaller import Recaller
@@ -251,12 +254,12 @@ def test_exhausted_pairs_are_parked_counted_retried_after_cooldown_and_resettabl
     check = parked_pairs_check(database, "alice")
     assert not check.passed and check.metadata["parked_pairs"].value == 2
     with database.connect() as conn:
-        pending = conn.execute(load_sql("memory_pairs/users_with_pending_work"), extraction_retry_params()).fetchall()
+        pending = conn.execute(load_sql("memory_pairs/users_with_pending_work"), pending_work_params()).fetchall()
         # Only the extracted pair's next stage is work; the parked pairs wait for the cool-down to end.
         assert [(r["user_id"], r["pending"]) for r in pending] == [("alice", 1)]
         conn.execute("UPDATE pair_stages s SET last_attempt_at = now() - interval '7 hours' "
                      "FROM memory_pairs p WHERE p.id = s.pair_id AND p.turn_index = 0")
-        pending = conn.execute(load_sql("memory_pairs/users_with_pending_work"), extraction_retry_params()).fetchall()
+        pending = conn.execute(load_sql("memory_pairs/users_with_pending_work"), pending_work_params()).fetchall()
     assert [(r["user_id"], r["pending"]) for r in pending] == [("alice", 2)]
     assert extract_pending(database, extractor, "alice", "default").pairs == 1  # cool-down over: retried
     assert reset_failed_extractions(database, "alice") == 1

@@ -270,15 +270,29 @@ def test_the_mcp_tools_through_the_sdks_client(cli_env):
             dreamed = await client.call_tool("remember", {
                 "user_id": "alice", "user_message": "We hiked Mount Tam with Priya", "session_id": "chat-2",
                 "assistant_message": "Mount Tam has great views.", "dream_now": True})
-            return tools, stored, twice, recalled, refused, dreamed, dated
+            browsed = await client.call_tool("browse_memory", {"user_id": "alice"})
+            subjects = await client.call_tool("browse_memory", {"user_id": "alice", "subjects": True, "search": "rach"})
+            first = browsed.structured_content["pairs"][0]["pair_id"]
+            forgot = await client.call_tool("forget", {"user_id": "alice", "pair_ids": [first]})
+            unclear = await client.call_tool("forget", {"user_id": "alice", "session_id": "chat-2", "everything": True})
+            erased = await client.call_tool("forget", {"user_id": "alice", "everything": True})
+            left = await client.call_tool("browse_memory", {"user_id": "alice"})
+            return (tools, stored, twice, recalled, refused, dreamed, dated,
+                    (browsed, subjects, forgot, unclear, erased, left))
 
-    tools, stored, twice, recalled, refused, dreamed, dated = anyio.run(session)
+    tools, stored, twice, recalled, refused, dreamed, dated, control = anyio.run(session)
+    browsed, subjects, forgot, unclear, erased, left = control
+    assert [p["user_message"] for p in browsed.structured_content["pairs"]] == [
+        "My sister Rachel moved to Lisbon", "We hiked Mount Tam with Priya"]
+    assert [s["name"] for s in subjects.structured_content["subjects"]] == ["Rachel"]
+    assert forgot.structured_content["pairs"] == 1 and unclear.is_error and "exactly one" in str(unclear.content)
+    assert erased.structured_content["pairs"] == 1 and left.structured_content["pairs"] == []
     assert recalled.structured_content["time"] is None
     assert dated.structured_content["time"]["label"] == "1–31 May 2026"
     # dream_now: saved and dreamed in the call (the first exchange, still pending, is dreamed with it)
     assert dreamed.structured_content["stored"] == 1 and dreamed.structured_content["subjects_linked"] >= 1
     assert stored.structured_content["subjects_linked"] is None
-    assert tools == ["recall", "remember"]
+    assert tools == ["browse_memory", "forget", "recall", "remember"]
     assert stored.structured_content["stored"] == 1 and twice.structured_content["duplicate"] == 1
     memories = recalled.structured_content["memories"]
     assert memories and "Rachel" in memories[0]["user_message"]

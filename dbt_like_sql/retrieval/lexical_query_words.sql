@@ -9,6 +9,9 @@
 -- postings. A re-sort only moves postings between blocks. Another cluster, or a database made anew, can
 -- reuse word ids and xids: the caller keys what it holds by the server's start time and the database.
 --
+-- last_erasure and last_forget are forget_log's newest ids (migration 0027): a process that sees them move
+-- drops what it holds of forgotten memory (an erased user's postings; cached subject names).
+--
 -- Parameters: user_id, kg_id, query_text.
 WITH query_terms AS MATERIALIZED (
     SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query_text)s::text)) AS t
@@ -23,7 +26,9 @@ SELECT u.id AS lexeme_id,
        c.average_length,
        u.xmin::text::bigint AS version, u.pair_count,
        pg_postmaster_start_time() AS server_started,
-       (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())::bigint AS database_oid
+       (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())::bigint AS database_oid,
+       (SELECT max(f.id) FROM forget_log f WHERE f.scope = 'user') AS last_erasure,
+       (SELECT max(f.id) FROM forget_log f) AS last_forget
 FROM query_terms q
 JOIN user_lexemes u ON u.user_id = %(user_id)s AND u.kg_id = %(kg_id)s AND u.lexeme = q.lexeme
 CROSS JOIN corpus c

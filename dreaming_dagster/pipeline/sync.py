@@ -11,9 +11,12 @@ and syncs in one call.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.extraction.providers import Extractor
@@ -30,6 +33,7 @@ from dreaming_dagster.pipeline import dating, stages
 from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, merge_ratio
 from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.retrieval.profiles import refresh_profile
+from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 
 
@@ -166,10 +170,14 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
         if not stage.per_graph:
             run_stage(stage, inputs, [], getattr(result, stage.result))
     for kg in kgs:
+        done = {stage.asset: getattr(result, stage.result) for stage in STAGES if not stage.per_graph}
         with stages.user_graph_lock(database, user_id, kg):
             for stage in STAGES:
                 if stage.per_graph:
-                    stages.accumulate(getattr(result, stage.result), stage.run(inputs, kg))
+                    stats = stage.run(inputs, kg)
+                    stages.accumulate(getattr(result, stage.result), stats)
+                    done[stage.asset] = stages.stats_dict(stats)
+        record_fast_path_sync(database, user_id, kg, done)
     result.merge["merge_ratio"] = merge_ratio(result.merge.get("created", 0), result.merge.get("merged", 0))
     result.warnings = [f"'{name}' is now a hub: linked to over {100 * inputs.hubs.share:.0f}% of the pairs, it "
                        "stays browsable and carries no ranking weight" for name in result.links.get("new_hubs", [])]
@@ -178,6 +186,18 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
         result.warnings += graph_warnings(database, user_id, result.graph, kgs)
     result.seconds = round(time.perf_counter() - started, 3)
     return result
+
+
+def record_fast_path_sync(database: Database, user_id: str, kg_id: str, done: dict[str, dict]) -> None:
+    """Note a sync that did any work in ``fast_path_syncs`` (migration 0027), for Dagster's sensor to report
+    as the user partition's asset events: the fast path runs no Dagster run, and the UI should not show its
+    users as never dreamed."""
+    if not any(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 and k != "seconds"
+               for stats in done.values() for k, v in stats.items()):
+        return
+    with database.connect(vectors=False) as conn:
+        conn.execute(load_sql("pipeline/record_fast_path_sync"),
+                     {"user_id": user_id, "kg_id": kg_id, "stages": Jsonb(json.loads(json.dumps(done, default=str)))})
 
 
 @dataclass

@@ -17,6 +17,12 @@ between the first read and the composite statement (a few milliseconds) is ranke
 it and pooled by BM25 from the next recall on. A recall ``as_of`` a time, and a cache of 0 MB, use the
 statement's own pool.
 
+Forgetting: a forgotten pair's postings leave the blocks that held them, so the versions above move and the
+next recall reads those blocks again. An erased user's words leave the vocabulary, so no recall reads them;
+what this process still holds of that user is dropped, with everything else held, at the first recall
+after the erasure (the same first statement reads forget_log's newest erasure), and any forget empties the
+process's cached subject names (embeddings.forget_cached_texts).
+
 Memory: postings are held per (user, word) and evicted least recently used past ``max_bytes`` (about 36
 bytes a posting). Tenancy: entries are keyed by user, and both statements read only the user's own words.
 """
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
+from dreaming_dagster.embeddings import forget_cached_texts
 from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1
 from dreaming_dagster.sql import load_sql
 
@@ -209,6 +216,7 @@ class WordPostingsCache:
         self._users: dict[tuple, _UserPairs] = {}
         self._user_words: Counter[tuple] = Counter()  # words held per user entry
         self._bytes = 0
+        self._forgets_seen: dict[tuple, tuple] = {}  # (server, database) -> (last erasure, last forget) seen
 
     @property
     def enabled(self) -> bool:
@@ -232,6 +240,7 @@ class WordPostingsCache:
         # Keyed by the server's start and the database: another cluster, or a database made anew, can
         # reuse word ids and transaction ids, never both with the same key.
         user_key = (rows[0]["server_started"], rows[0]["database_oid"], user_id, kg_id)
+        self._drop_forgotten(user_key[:2], rows[0]["last_erasure"], rows[0]["last_forget"])
         versions = {row["lexeme_id"]: (row["version"], row["pair_count"]) for row in rows}
         listing: dict[int, _Listing] = {}
         for attempt in range(3):
@@ -254,6 +263,32 @@ class WordPostingsCache:
             return []
         scores = np.bincount(np.concatenate(dense), weights=np.concatenate(weights), minlength=known)
         return [pair_nos[index] for index in top_k_indexes(scores, k).tolist()]
+
+    def clear(self) -> None:
+        """Drop everything held (the next recall of each user reads its words' postings again)."""
+        with self._lock:
+            self._words.clear()
+            self._users.clear()
+            self._user_words.clear()
+            self._bytes = 0
+
+    def holds_user(self, user_id: str) -> bool:
+        """Whether anything of ``user_id`` (in any graph) is held."""
+        with self._lock:
+            return any(key[2] == user_id for key in self._users)
+
+    def _drop_forgotten(self, database_key: tuple, last_erasure: int | None, last_forget: int | None) -> None:
+        """Drop everything held once an erasure happened since the last look, and the process's cached subject
+        names once any forget did (the module docstring's Forgetting)."""
+        with self._lock:
+            seen = self._forgets_seen.get(database_key)
+            self._forgets_seen[database_key] = (last_erasure, last_forget)
+        if seen is None:
+            return
+        if seen[0] != last_erasure:
+            self.clear()
+        if seen[1] != last_forget:
+            forget_cached_texts()
 
     # -- the cache --------------------------------------------------------------------------------
     def _stale_words(self, user_key: tuple, versions: dict[int, tuple[int, int]], listing: dict[int, _Listing],

@@ -7,6 +7,7 @@ pool of database connections and one of recall connections. Errors always have o
 (``limits.error_body``); a field that is wrong is named.
 """
 
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -15,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -257,6 +258,68 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         return {"user_id": user_id, "kg_id": key.kg_id, "memory": jsonable(memory[0]) if memory else None,
                 "graph": jsonable(graph[0]) if graph else None}
 
+    @app.get("/v1/users/{user_id}/pairs", summary="A page of a user's pairs, oldest first (by session, time range)")
+    def list_user_pairs(user_id: str, key: Key, session_id: str | None = None, since: str | None = None,
+                        until: str | None = None, limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                        cursor: str | None = None) -> dict:
+        from dreaming_dagster.memory.inspection import list_pairs
+
+        return list_pairs(user_id, key.kg_id, session_id=session_id, since=since, until=until, limit=limit,
+                          cursor=cursor, database=database).as_dict()
+
+    @app.get("/v1/users/{user_id}/pairs/{pair_id}", summary="One pair with its subjects and dated events")
+    def read_user_pair(user_id: str, pair_id: str, key: Key) -> dict:
+        from dreaming_dagster.memory.inspection import jsonable, read_pair
+
+        return jsonable(found(read_pair(user_id, pair_id, key.kg_id, database=database), "pair", pair_id))
+
+    @app.get("/v1/users/{user_id}/subjects", summary="A user's subjects, most linked first (search by name)")
+    def list_user_subjects(user_id: str, key: Key, search: str | None = None,
+                           limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
+                           archived: bool = False) -> dict:
+        from dreaming_dagster.memory.inspection import jsonable, list_subjects
+
+        return {"subjects": jsonable(list_subjects(user_id, key.kg_id, search=search, limit=limit, offset=offset,
+                                                   include_archived=archived, database=database))}
+
+    @app.get("/v1/users/{user_id}/subjects/{subject_id}", summary="One subject with its most recent pairs")
+    def read_user_subject(user_id: str, subject_id: str, key: Key,
+                          pairs: Annotated[int, Query(ge=1, le=500)] = 50) -> dict:
+        from dreaming_dagster.memory.inspection import jsonable, read_subject
+
+        return jsonable(found(read_subject(user_id, subject_id, key.kg_id, pair_limit=pairs, database=database),
+                              "subject", subject_id))
+
+    @app.get("/v1/users/{user_id}/export", summary="A user's whole memory as JSONL (`dreaming ingest` imports it)",
+             response_class=StreamingResponse)
+    def export_user(user_id: str, key: Key) -> StreamingResponse:
+        from dreaming_dagster.memory.export import export_lines
+
+        lines = export_lines(user_id, key.kg_id, database=database)
+        header = next(lines)  # reads the memory now: a bad user id is a 422 before the stream starts
+        return StreamingResponse((line + "\n" for line in itertools.chain([header], lines)),
+                                 media_type="application/x-ndjson")
+
+    @app.delete("/v1/pairs/{pair_id}", summary="Forget one pair and what dreaming derived from it")
+    def forget_pair(pair_id: str, key: Key) -> dict:
+        from dreaming_dagster.memory.forgetting import forget_pairs
+        from dreaming_dagster.memory.inspection import pair_owner
+
+        owner = found(pair_owner(pair_id, key.kg_id, database=database), "pair", pair_id)
+        return forget_pairs(owner, [pair_id], key.kg_id, database=database).as_dict()
+
+    @app.delete("/v1/users/{user_id}/sessions/{session_id}", summary="Forget every pair of one session")
+    def forget_user_session(user_id: str, session_id: str, key: Key) -> dict:
+        from dreaming_dagster.memory.forgetting import forget_session
+
+        return forget_session(user_id, session_id, key.kg_id, database=database).as_dict()
+
+    @app.delete("/v1/users/{user_id}", summary="Erase a user: every pair, subject and audit row in this tenant")
+    def erase(user_id: str, key: Key) -> dict:
+        from dreaming_dagster.memory.forgetting import erase_user
+
+        return erase_user(user_id, key.kg_id, database=database).as_dict()
+
     @app.get("/healthz", summary="The database answers; the schema version")
     def healthz() -> Response:
         try:
@@ -273,6 +336,13 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         return Response(body, media_type=content_type)
 
     return app
+
+
+def found(value, what: str, identifier: str):
+    """``value``, or a 404 naming what the tenant does not hold."""
+    if value is None:
+        raise ServiceError(404, "not_found", f"no {what} {identifier[:60]} in this tenant's memory", f"{what}_id")
+    return value
 
 
 def jsonable(row: dict) -> dict:

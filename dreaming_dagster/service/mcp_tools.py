@@ -1,5 +1,6 @@
-"""Agent tools over MCP (``dreaming mcp``): ``remember`` saves a memory pair, ``recall`` ranks memories, over
-stdio with the official ``mcp`` SDK, so an agent framework uses the memory directly.
+"""Agent tools over MCP (``dreaming mcp``): ``remember`` saves a memory pair, ``recall`` ranks memories,
+``browse_memory`` lists what is kept and ``forget`` deletes it, over stdio with the official ``mcp`` SDK, so an
+agent framework uses the memory directly.
 
 The server runs where the agent runs, with the operator's database settings; the tenant (``kg_id``) is
 fixed when it starts (``--kg-id``), so a tool call can name a user but never another tenant. Its limits are
@@ -61,6 +62,38 @@ class Recalled(BaseModel):
     memories: list[Memory]
 
 
+class StoredPair(BaseModel):
+    pair_id: str
+    session_id: str
+    occurred_at: str
+    user_message: str
+    assistant_message: str
+    subjects: list[str]
+
+
+class StoredSubject(BaseModel):
+    subject_id: str
+    name: str
+    type: str
+    description: str
+    pairs: int
+
+
+class Browsed(BaseModel):
+    """A page of the user's memory: pairs oldest first (``next_cursor`` continues), or subjects."""
+
+    pairs: list[StoredPair] = []
+    subjects: list[StoredSubject] = []
+    next_cursor: str | None = None
+
+
+class Forgot(BaseModel):
+    pairs: int
+    subjects_deleted: int
+    subjects_rebuilt: int
+    missing: list[str] = []
+
+
 def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, database: Database | None = None,
                      embedder: Embedder | None = None) -> MCPServer:
     from dreaming_dagster.embeddings import embedder_from_settings
@@ -76,7 +109,8 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
     recaller = Recaller.from_settings(database, embedder, settings)
     server = MCPServer("dreaming-memory", instructions=(
         "Long-term memory of the conversations with each user. Call `remember` after an exchange worth "
-        "keeping; call `recall` before answering to bring back what the user said before."))
+        "keeping; call `recall` before answering to bring back what the user said before; `browse_memory` "
+        "lists what is kept and `forget` deletes it when the user asks."))
 
     @server.tool()
     def remember(user_id: str, user_message: str, assistant_message: str, session_id: str,
@@ -122,6 +156,49 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
             Memory(pair_id=m.pair_id, session_id=m.session_id, occurred_at=m.occurred_at.isoformat(),
                    user_message=m.user_message, assistant_message=m.assistant_message, score=m.score)
             for m in result.memories])
+
+    @server.tool()
+    def browse_memory(user_id: str, subjects: bool = False, search: str | None = None, session_id: str | None = None,
+                      limit: int = 20, cursor: str | None = None) -> Browsed:
+        """What the memory holds about the user: a page of their saved exchanges, oldest first (``session_id``:
+        one conversation; ``cursor``: the next page), or with ``subjects`` the people, places and topics it
+        knows, most mentioned first (``search``: names containing it)."""
+        from dreaming_dagster.memory.inspection import list_pairs, list_subjects
+
+        try:
+            if subjects:
+                return Browsed(subjects=[StoredSubject(**{name: row[name] for name in StoredSubject.model_fields})
+                                         for row in list_subjects(user_id, kg_id, search=search, limit=limit,
+                                                                  database=database)])
+            page = list_pairs(user_id, kg_id, session_id=session_id, limit=limit, cursor=cursor, database=database)
+        except InvalidInputError as error:
+            raise ToolError(str(error)) from None
+        return Browsed(next_cursor=page.next_cursor, pairs=[StoredPair(
+            pair_id=p["pair_id"], session_id=p["session_id"], occurred_at=p["occurred_at"].isoformat(),
+            user_message=p["user_message"], assistant_message=p["assistant_message"], subjects=p["subjects"])
+            for p in page.pairs])
+
+    @server.tool()
+    def forget(user_id: str, pair_ids: list[str] | None = None, session_id: str | None = None,
+               everything: bool = False) -> Forgot:
+        """Delete what the user asked to be forgotten: the exchanges ``pair_ids`` (from `recall` or
+        `browse_memory`), a whole conversation ``session_id``, or with ``everything`` all of the user's memory.
+        What was learned from it goes too. Name exactly one of the three."""
+        from dreaming_dagster.memory.forgetting import erase_user, forget_pairs, forget_session
+
+        if sum((bool(pair_ids), session_id is not None, everything)) != 1:
+            raise ToolError("name exactly one of pair_ids, session_id or everything")
+        try:
+            if everything:
+                result = erase_user(user_id, kg_id, database=database)
+            elif session_id is not None:
+                result = forget_session(user_id, session_id, kg_id, database=database)
+            else:
+                result = forget_pairs(user_id, pair_ids, kg_id, database=database)
+        except InvalidInputError as error:
+            raise ToolError(str(error)) from None
+        return Forgot(pairs=result.pairs, subjects_deleted=result.subjects_deleted,
+                      subjects_rebuilt=result.subjects_rebuilt, missing=result.missing)
 
     return server
 

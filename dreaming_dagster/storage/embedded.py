@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import subprocess
 import warnings
 from functools import cache
 from pathlib import Path
@@ -186,3 +187,12 @@ def stop(pgdata: Path) -> bool:
     user = "pgserver" if os.name == "posix" and os.geteuid() == 0 else None
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
     return True
+
+
+def data_dump(url: str) -> str:
+    """Every row of the database at ``url`` as text (a data-only ``pg_dump``, by the pg_dump shipped with the
+    embedded server: its version matches the server's): what forgetting is checked against."""
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    return subprocess.run([str(POSTGRES_BIN_PATH / "pg_dump"), "--data-only", "--no-owner", url],
+                          capture_output=True, text=True, check=True).stdout

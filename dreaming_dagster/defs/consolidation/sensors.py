@@ -6,7 +6,7 @@ import psycopg
 from dreaming_dagster.defs.consolidation.jobs import consolidation_job
 from dreaming_dagster.defs.partitions import add_new_users
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
-from dreaming_dagster.pipeline.pending_work import RETRY_AFTER_SECONDS
+from dreaming_dagster.pipeline.pending_work import RETRY_AFTER_SECONDS, TRAINING_KG_ID
 from dreaming_dagster.sql import load_sql
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -33,7 +33,8 @@ def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dreami
     threshold = dreaming_policy.settings().dream_token_threshold
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
-            rows = conn.execute(load_sql("dreaming/users_over_budget"), {"threshold": threshold}).fetchall()
+            rows = conn.execute(load_sql("dreaming/users_over_budget"),
+                                {"threshold": threshold, "training_kg": TRAINING_KG_ID}).fetchall()
     except psycopg.errors.UndefinedTable:
         return dg.SkipReason("the dreaming database has no tables yet")
     if not rows:

@@ -1,17 +1,22 @@
+import json
 import time
 
 import dagster as dg
 import psycopg
 
-from dreaming_dagster.defs.partitions import add_new_users
+from dreaming_dagster.defs.partitions import add_new_users, users_partitions
 from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.pipeline.pending_work import (
     RETRY_AFTER_SECONDS,
-    extraction_retry_params,
+    TRAINING_KG_ID,
+    pending_work_params,
     pending_work_run_key,
 )
 from dreaming_dagster.sql import load_sql
+
+# Fast-path syncs reported a tick at most (the rest at the next ticks).
+FAST_PATH_BATCH = 500
 
 
 @dg.sensor(
@@ -25,8 +30,7 @@ from dreaming_dagster.sql import load_sql
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
-            rows = conn.execute(load_sql("memory_pairs/users_with_pending_work"),
-                                extraction_retry_params()).fetchall()
+            rows = conn.execute(load_sql("memory_pairs/users_with_pending_work"), pending_work_params()).fetchall()
     except psycopg.errors.UndefinedTable:
         return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:
@@ -41,3 +45,49 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
         ],
         dynamic_partitions_requests=add_new_users(context.instance, (row["user_id"] for row in rows)),
     )
+
+
+@dg.sensor(
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Keeps the users partitions true to the database however users were dreamed: each fast-path "
+                "sync (sync_user, POST /v1/pairs with sync, POST /v1/sync) is reported as its user partition's "
+                "asset materializations, with the stage's counts as metadata (the fast path runs no Dagster "
+                "run); after a forget, the partitions of users left with no memory are deleted with their "
+                "runs and asset events.",
+)
+def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
+    cursor = json.loads(context.cursor) if context.cursor else {"seq": 0, "forget": 0}
+    try:
+        with dreaming_db.database().connect(vectors=False) as conn:
+            rows = conn.execute(load_sql("pipeline/fast_path_syncs_since"), {
+                "after": cursor["seq"], "training_kg": TRAINING_KG_ID, "limit": FAST_PATH_BATCH}).fetchall()
+            last_forget = conn.execute(load_sql("forget/last_forget")).fetchone()["id"]
+            gone = []
+            if last_forget != cursor["forget"]:
+                partitions = context.instance.get_dynamic_partitions(users_partitions.name)
+                gone = [row["user_id"] for row in conn.execute(load_sql("pipeline/users_without_memory"),
+                                                               {"user_ids": partitions})]
+    except psycopg.errors.UndefinedTable:
+        return dg.SkipReason("the dreaming database has no fast-path record yet (migration 0027 not applied)")
+    for user_id in gone:
+        forget_partition(context.instance, user_id)
+    events = [dg.AssetMaterialization(asset_key=asset, partition=row["user_id"], description="fast path sync", metadata={
+        **{key: value for key, value in stats.items() if isinstance(value, int | float | str) and value is not None},
+        "path": "fast path", "kg_id": row["kg_id"], "synced_at": row["synced_at"].isoformat(),
+        "user_pairs": row["user_pairs"], "graph_subjects": row["graph_subjects"]})
+        for row in rows for asset, stats in row["stages"].items()]
+    cursor = {"seq": rows[-1]["seq"] if rows else cursor["seq"], "forget": last_forget}
+    requests = [*add_new_users(context.instance, (row["user_id"] for row in rows)),
+                *([users_partitions.build_delete_request(gone)] if gone else [])]
+    if not events and not requests:
+        return dg.SkipReason("no fast-path sync or forget since the last look")
+    return dg.SensorResult(asset_events=events, dynamic_partitions_requests=requests, cursor=json.dumps(cursor))
+
+
+def forget_partition(instance: dg.DagsterInstance, user_id: str) -> None:
+    """Delete the runs of a user's partition (their logs and events go with them: a log may quote memory).
+    The partition's runless events stay in the event log (Dagster's open-source storages cannot wipe one
+    partition's): they hold the user id and counts, no memory text."""
+    for run_id in instance.get_run_ids(filters=dg.RunsFilter(tags={"dagster/partition": user_id})):
+        instance.delete_run(run_id)

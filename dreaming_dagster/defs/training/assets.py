@@ -20,6 +20,7 @@ from dreaming_dagster.defs.training.config import (
     RankerModelConfig,
 )
 from dreaming_dagster.hubs import HubRule
+from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
 from dreaming_dagster.retrieval.recaller import GraphSide, TimeSide
 from dreaming_dagster.training.workspace import RankerWorkspace
 
@@ -44,7 +45,8 @@ def png_markdown(png: bytes, alt: str) -> str:
 def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMemoryConfig,
                        dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
                        llm: LLMResource) -> dg.MaterializeResult:
-    """A LongMemEval-format file turned into benchmark users' memory and dreamed with the configured providers:
+    """A LongMemEval-format file turned into benchmark users' memory (in its own graph, ranker-training, which the
+    users' sensors and partitions leave alone) and dreamed with the configured providers:
     one user holding every session (one-user, the reference's protocol) or one user per question with its own
     haystack (per-question, LongMemEval's). Streams the file; re-runs only do what is missing."""
     from dreaming_dagster.ingest.readers import default_dataset_path
@@ -53,7 +55,7 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
     dataset = Path(config.dataset_path) if config.dataset_path else default_dataset_path()
     model, extractor = embedder.embedder(), llm.extractor()
     manifest = load_benchmark_memory(dreaming_db.database(), model, extractor, llm.refiner(), dataset,
-                                     mode=config.mode, user_prefix=config.user_prefix,
+                                     mode=config.mode, user_prefix=config.user_prefix, kg_id=TRAINING_KG_ID,
                                      limit=config.limit_questions, log=context.log.info)
     ws = workspace(dreaming_db)
     ws.memory_manifest.write_text(manifest.to_json())

@@ -1,0 +1,10 @@
+-- The audit trail keeps that a pass happened and what it counted, never text of forgotten memory: a pass
+-- whose mutations or summary name a forgotten or rebuilt subject (by name or id) or a forgotten pair (by
+-- id) loses its mutations and summary.
+UPDATE dreaming_passes p
+SET mutations = '[]'::jsonb, summary = '[redacted: this pass concerned memory since forgotten]', error = NULL
+WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+  AND p.summary <> '[redacted: this pass concerned memory since forgotten]'
+  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) AS n (needle)
+              WHERE strpos(lower(p.mutations::text || ' ' || p.summary || ' ' || coalesce(p.error, '')),
+                           lower(n.needle)) > 0);

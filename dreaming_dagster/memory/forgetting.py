@@ -1,0 +1,173 @@
+"""Forgetting: pairs, a session, or a whole user deleted on request, with everything derived from them.
+
+A user's words reach many tables (the pairs, their stages and dated events, the word index, subjects named
+and described from them, links, the refinement queue, the consolidation audit, counts, the recall profile).
+``forget_pairs`` and ``forget_session`` delete pairs and make the graph follow: a subject left with no pair
+is deleted, a surviving one has its description rebuilt from its remaining pairs, words no pair holds any
+more leave the vocabulary, the dreamer's own summaries and audit rows that name a forgotten subject are
+deleted or redacted, and the profile is recomputed. ``erase_user`` deletes every row of the user's graphs
+set-based. Each graph is forgotten under its graph lock (no sync interleaves) in one transaction (a crash
+leaves all of it or none; re-running completes it), and leaves one row in ``forget_log`` — counts only,
+and for an erasure no user id. Recall processes drop what they hold at their next recall (the word index's
+versions for pairs; forget_log for erasures: retrieval/lexical_postings.py).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+import psycopg
+
+from dreaming_dagster.consolidation.passes import DREAM_SESSION
+from dreaming_dagster.embeddings import forget_cached_texts
+from dreaming_dagster.ingest.records import InvalidInputError, validate_identifier
+from dreaming_dagster.memory import ready_database
+from dreaming_dagster.pipeline.stages import user_graph_lock, user_kgs
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+
+# How many pair ids one forget_pairs call takes (a session or an erasure has no limit).
+MAX_PAIR_IDS = 10_000
+
+
+@dataclass
+class Forgotten:
+    """What a forget request deleted (summed over the graphs it covered)."""
+
+    user_id: str
+    scope: str  # pairs | session | user
+    kg_ids: list[str] = field(default_factory=list)
+    pairs: int = 0
+    subjects_deleted: int = 0
+    subjects_rebuilt: int = 0
+    passes_redacted: int = 0
+    pair_ids: list[str] = field(default_factory=list)  # the pairs deleted (pairs and session scopes)
+    missing: list[str] = field(default_factory=list)  # pair ids asked for that the graph does not hold
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def forget_pairs(user_id: str, pair_ids: Iterable[str], kg_id: str = "default", *,
+                 database: Database | None = None) -> Forgotten:
+    """Delete the user's pairs ``pair_ids`` from the graph ``kg_id`` and everything derived from them.
+    Ids the graph does not hold (another user's, another tenant's, already forgotten) are listed in
+    ``missing`` and touch nothing."""
+    user_id, kg_id = validate_identifier(user_id, "user_id"), validate_identifier(kg_id, "kg_id")
+    ids = _pair_ids(pair_ids)
+    result = Forgotten(user_id=user_id, scope="pairs")
+    _forget(ready_database(database), result, kg_id, {"pair_ids": ids, "session_id": None})
+    result.missing = sorted(set(ids) - set(result.pair_ids)) if ids else []
+    return result
+
+
+def forget_session(user_id: str, session_id: str, kg_id: str = "default", *,
+                   database: Database | None = None) -> Forgotten:
+    """Delete every pair of the user's session ``session_id`` in the graph ``kg_id``, as ``forget_pairs``."""
+    user_id, kg_id = validate_identifier(user_id, "user_id"), validate_identifier(kg_id, "kg_id")
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidInputError("session_id", "is required (a non-empty string)")
+    result = Forgotten(user_id=user_id, scope="session")
+    _forget(ready_database(database), result, kg_id, {"pair_ids": None, "session_id": session_id})
+    return result
+
+
+def erase_user(user_id: str, kg_id: str | None = None, *, database: Database | None = None) -> Forgotten:
+    """Erase the user: every row of their graph ``kg_id`` (a tenant's), or of all their graphs (None, the
+    operator's). Idempotent: erasing a user with nothing stored deletes nothing."""
+    user_id = validate_identifier(user_id, "user_id")
+    kg_id = validate_identifier(kg_id, "kg_id") if kg_id is not None else None
+    database = ready_database(database)
+    started = time.perf_counter()
+    result = Forgotten(user_id=user_id, scope="user")
+    for kg in [kg_id] if kg_id else user_kgs(database, user_id):
+        params = {"user_id": user_id, "kg_id": kg}
+        with user_graph_lock(database, user_id, kg), database.connect(vectors=False) as conn, conn.transaction():
+            conn.execute("SET LOCAL dreaming.erasing_graph TO 'on'")
+            conn.execute(load_sql("forget/lock_word_index"), params)
+            counts = conn.execute(load_sql("forget/erase_graph"), params).fetchone()
+            if not counts["pairs"] and not counts["subjects"]:
+                continue
+            conn.execute(load_sql("forget/erase_graph_subjects"), params)
+            conn.execute(load_sql("forget/erase_graph_pairs"), params)
+            conn.execute(load_sql("forget/delete_graph_counts"), params)
+            _record(conn, "user", params, pairs=counts["pairs"], subjects_deleted=counts["subjects"])
+        result.kg_ids.append(kg)
+        result.pairs += counts["pairs"]
+        result.subjects_deleted += counts["subjects"]
+    forget_cached_texts()
+    result.seconds = round(time.perf_counter() - started, 3)
+    return result
+
+
+# ------------------------------------------------------------------------------------------------ internals
+def _forget(database: Database, result: Forgotten, kg_id: str, selection: dict) -> None:
+    started = time.perf_counter()
+    params = {"user_id": result.user_id, "kg_id": kg_id, **selection}
+    with user_graph_lock(database, result.user_id, kg_id), database.connect() as conn, conn.transaction():
+        pairs = conn.execute(load_sql("forget/pairs_to_forget"), params).fetchall()
+        if pairs:
+            _forget_rows(conn, result, params, pairs)
+            result.kg_ids.append(kg_id)
+    forget_cached_texts()
+    result.seconds = round(time.perf_counter() - started, 3)
+
+
+def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pairs: list[dict]) -> None:
+    ids = [row["id"] for row in pairs]
+    subjects = conn.execute(load_sql("forget/linked_subjects"), {**params, "pair_ids": ids}).fetchall()
+    # The dreamer's summaries that name these subjects quote what is forgotten: they go with the pairs.
+    quoting = conn.execute(load_sql("forget/dream_pairs_mentioning"), {
+        **params, "pair_ids": ids, "dream_session": DREAM_SESSION,
+        "names": [s["subject_text"] for s in subjects]}).fetchall() if subjects else []
+    if quoting:
+        pairs = pairs + quoting
+        ids = ids + [row["id"] for row in quoting]
+        subjects = conn.execute(load_sql("forget/linked_subjects"), {**params, "pair_ids": ids}).fetchall()
+    subject_ids = [s["id"] for s in subjects]
+    lexeme_ids = [row["lexeme_id"] for row in conn.execute(load_sql("forget/pair_lexeme_ids"), {"pair_ids": ids})]
+    conn.execute(load_sql("forget/delete_pairs"), {**params, "pair_ids": ids})
+    conn.execute(load_sql("forget/delete_unused_lexemes"), {**params, "lexeme_ids": lexeme_ids})
+    deleted = {row["id"] for row in conn.execute(load_sql("forget/delete_unlinked_subjects"),
+                                                 {**params, "subject_ids": subject_ids})}
+    surviving = [s for s in subject_ids if s not in deleted]
+    rebuilt = conn.execute(load_sql("forget/rebuild_descriptions"),
+                           {**params, "subject_ids": surviving}).fetchall() if surviving else []
+    needles = [s["subject_text"] for s in subjects] + [str(i) for i in subject_ids] + [str(i) for i in ids]
+    redacted = conn.execute(load_sql("forget/redact_passes"), {**params, "needles": needles}).rowcount
+    conn.execute(load_sql("forget/discount_tokens"), {**params, "tokens": sum(row["token_count"] for row in pairs)})
+    # Deleted subjects leave the centroid without moving any vector_changed_at: recompute it now.
+    conn.execute(load_sql("retrieval/refresh_profile"), {**params, "centroid_tolerance": 0.0 if subjects else 1.0})
+    _record(conn, result.scope, params, pairs=len(ids), subjects_deleted=len(deleted),
+            subjects_rebuilt=len(rebuilt), passes_redacted=redacted)
+    result.pair_ids += [str(i) for i in ids]
+    result.pairs += len(ids)
+    result.subjects_deleted += len(deleted)
+    result.subjects_rebuilt += len(rebuilt)
+    result.passes_redacted += redacted
+
+
+def _record(conn: psycopg.Connection, scope: str, params: dict, **counts: int) -> None:
+    conn.execute(load_sql("forget/record_forget"), {
+        "scope": scope, "kg_id": params["kg_id"], "user_id": params["user_id"], "pairs": 0, "subjects_deleted": 0,
+        "subjects_rebuilt": 0, "passes_redacted": 0, **counts})
+
+
+def _pair_ids(pair_ids: Iterable[str]) -> list[str]:
+    if isinstance(pair_ids, str | bytes) or not isinstance(pair_ids, Iterable):
+        raise InvalidInputError("pair_ids", "must be a list of pair ids")
+    ids = []
+    for n, value in enumerate(pair_ids):
+        if n >= MAX_PAIR_IDS:
+            raise InvalidInputError("pair_ids", f"at most {MAX_PAIR_IDS:,} ids a call")
+        try:
+            ids.append(str(uuid.UUID(str(value))))
+        except ValueError:
+            raise InvalidInputError(f"pair_ids[{n}]", f"is not a pair id (a UUID): {str(value)[:60]!r}") from None
+    if not ids:
+        raise InvalidInputError("pair_ids", "names no pair")
+    return list(dict.fromkeys(ids))
