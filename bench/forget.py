@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/forget.py [--pairs 5000] [--erasures 5] [--single 60] [--out bench/results/forget.json]
 
-On a fresh embedded Postgres, with the local embedder and the offline providers: the LongMemEval oracle's
+On a fresh embedded Postgres (pooled connections, as the Python API's default database), with the local
+embedder and the offline providers: the LongMemEval oracle's
 first --pairs pairs are saved as one user, dreamed (every stage) and consolidated (one compact pass); the
 oracle's other pairs make a bystander user, dreamed too. The dreamed user is exported (`dreaming export`'s
 code) and imported as --erasures copies (the pairs' vectors copied from the source, not re-embedded). Then:
@@ -96,7 +97,7 @@ def main() -> None:
     rng = random.Random(0)
     with tempfile.TemporaryDirectory(prefix="dd-forget-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         url = embedded.fresh_database_url(embedded_admin_url(Path(tmp) / "pgdata"), "forget")
-        database = Database(url)
+        database = Database(url, pool_size=4)  # as the Python API's default database: pooled connections
         database.ensure_schema(embedder.spec)
         console.print(f"dreaming {SOURCE} ({args.pairs:,} pairs) and {BYSTANDER} …")
         built = {"source": dream(database, embedder, SOURCE, records[:args.pairs]),
