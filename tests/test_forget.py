@@ -38,11 +38,17 @@ LIFE = [
     ("I started a pottery class at Clay Studio downtown.", "Wheel throwing takes patience."),
     ("Our book club is reading Middlemarch this month.", "A long but rewarding novel."),
     ("I switched my commute to cycling along the river path.", "Cycling is great exercise."),
+    ("My grandmother turns ninety next week; we are planning a garden party.", "Ninety is a milestone."),
+    ("I finally fixed the leaking kitchen faucet myself.", "Plumbing victories feel great."),
+    ("Priya and I are training for a half marathon in October.", "Build the long runs slowly."),
+    ("I adopted a tabby kitten named Pickles from the shelter.", "Pickles is a perfect name."),
+    ("My team at work moved to a four-day week.", "Many teams report better focus."),
+    ("We repainted the nursery a soft sage green.", "Sage is calming for a nursery."),
 ]
 
 
 def exchanges(user_tag: str, canary_at: tuple[int, ...] = ()) -> list[dict]:
-    """Twelve pairs over three sessions; those at ``canary_at`` tell of the canary cousin."""
+    """Twelve different pairs over three sessions; those at ``canary_at`` tell of the canary cousin."""
     records = []
     for n in range(12):
         said, reply = LIFE[n % len(LIFE)]
@@ -190,18 +196,18 @@ def test_a_forget_waits_for_the_graph_lock_and_a_racing_sync_leaves_a_consistent
     worker.join(timeout=60)
     assert done.is_set()
     # A forget of dreamed pairs racing a sync of new pairs about the same cousin, both orders, several times.
+    dreamed_before = old[2:4]  # each round forgets pairs the round before dreamed
     for round_ in range(3):
         fresh = save_pairs("alice", [dict(r, session_id=f"race-{round_}") for r in exchanges("r", canary_at=(0, 1))[:4]],
                            database=database, embedder=local_embedder).pair_ids
-        targets = old[2:4] if round_ == 0 else fresh_before
         threads = [threading.Thread(target=lambda: sync_user("alice", database=database, embedder=local_embedder,
                                                              extractor=OfflineExtractor(), refiner=OfflineRefiner())),
-                   threading.Thread(target=lambda t=targets: forget_pairs("alice", t, database=database))]
+                   threading.Thread(target=lambda t=dreamed_before: forget_pairs("alice", t, database=database))]
         for thread in (threads if round_ % 2 else threads[::-1]):
             thread.start()
         for thread in threads:
             thread.join(timeout=120)
-        fresh_before = fresh[:2]
+        dreamed_before = fresh[:2]
         sync_user("alice", database=database, embedder=local_embedder, extractor=OfflineExtractor(),
                   refiner=OfflineRefiner())
         health = stages.graph_health(database, "alice")

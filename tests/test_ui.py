@@ -132,7 +132,8 @@ def test_the_sensors_are_listed_and_running(ui, page, shots):
     running = page.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('input[type=checkbox]'))
         .map(box => { let row = box; for (let i = 0; i < 6; i++) row = row.parentElement;
                       return [row.innerText.split('\\n')[0], box.checked]; }))""")
-    assert running.get("pending_pairs_sensor") is True and running.get("token_budget_sensor") is True, running
+    assert all(running.get(name) is True for name in ("pending_pairs_sensor", "token_budget_sensor",
+                                                      "fast_path_sensor")), running
     page.screenshot(path=str(shots / "sensors.png"))
 
 

@@ -1,9 +1,8 @@
 -- The dreamer's own memory pairs (consolidation passes remember their summary in a reserved session) that
--- name a subject about to be forgotten or rebuilt: they quote what is being forgotten, so they go too.
-SELECT p.id, p.token_count, p.ingested_at
+-- name a subject just deleted with forgotten memory: they quote it, so they are forgotten too.
+SELECT p.id, p.token_count
 FROM memory_pairs p
 WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND p.session_id = %(dream_session)s
-  AND p.id <> ALL (%(pair_ids)s::uuid[])
   AND EXISTS (SELECT 1 FROM unnest(%(names)s::text[]) AS n (name)
               WHERE strpos(lower(p.user_message || ' ' || p.assistant_message), lower(n.name)) > 0)
 ORDER BY p.id

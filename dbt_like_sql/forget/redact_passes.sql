@@ -1,6 +1,6 @@
 -- The audit trail keeps that a pass happened and what it counted, never text of forgotten memory: a pass
--- whose mutations or summary name a forgotten or rebuilt subject (by name or id) or a forgotten pair (by
--- id) loses its mutations and summary.
+-- whose mutations, summary or error name a deleted subject (by name or id), a forgotten pair (by id) or quote
+-- what dreaming wrote from a forgotten pair (forgotten_texts) loses its mutations and summary.
 UPDATE dreaming_passes p
 SET mutations = '[]'::jsonb, summary = '[redacted: this pass concerned memory since forgotten]', error = NULL
 WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s

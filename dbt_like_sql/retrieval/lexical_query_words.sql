@@ -20,17 +20,23 @@ corpus AS MATERIALIZED (
     SELECT c.pair_count::float8 AS pair_count, c.lexeme_count::float8 / greatest(c.pair_count, 1) AS average_length
     FROM lexical_corpora c
     WHERE c.user_id = %(user_id)s AND c.kg_id = %(kg_id)s AND c.pair_count > 0
+),
+words AS (
+    SELECT u.id AS lexeme_id,
+           ln(1 + (c.pair_count - u.pair_count + 0.5) / (u.pair_count + 0.5)) AS idf,
+           c.average_length,
+           u.xmin::text::bigint AS version, u.pair_count
+    FROM query_terms q
+    JOIN user_lexemes u ON u.user_id = %(user_id)s AND u.kg_id = %(kg_id)s AND u.lexeme = q.lexeme
+    CROSS JOIN corpus c
+    WHERE u.pair_count > 0
 )
-SELECT u.id AS lexeme_id,
-       ln(1 + (c.pair_count - u.pair_count + 0.5) / (u.pair_count + 0.5)) AS idf,
-       c.average_length,
-       u.xmin::text::bigint AS version, u.pair_count,
+-- One row at least (lexeme_id NULL: no query word is the user's), so the process always learns of forgets.
+SELECT w.lexeme_id, w.idf, w.average_length, w.version, w.pair_count,
        pg_postmaster_start_time() AS server_started,
        (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())::bigint AS database_oid,
        (SELECT max(f.id) FROM forget_log f WHERE f.scope = 'user') AS last_erasure,
        (SELECT max(f.id) FROM forget_log f) AS last_forget
-FROM query_terms q
-JOIN user_lexemes u ON u.user_id = %(user_id)s AND u.kg_id = %(kg_id)s AND u.lexeme = q.lexeme
-CROSS JOIN corpus c
-WHERE u.pair_count > 0
-ORDER BY u.id;
+FROM (SELECT 1) AS one
+LEFT JOIN words w ON true
+ORDER BY w.lexeme_id;

@@ -4,11 +4,11 @@ A user's words reach many tables (the pairs, their stages and dated events, the 
 and described from them, links, the refinement queue, the consolidation audit, counts, the recall profile).
 ``forget_pairs`` and ``forget_session`` delete pairs and make the graph follow: a subject left with no pair
 is deleted, a surviving one has its description rebuilt from its remaining pairs, words no pair holds any
-more leave the vocabulary, the dreamer's own summaries and audit rows that name a forgotten subject are
-deleted or redacted, and the profile is recomputed. ``erase_user`` deletes every row of the user's graphs
-set-based. Each graph is forgotten under its graph lock (no sync interleaves) in one transaction (a crash
-leaves all of it or none; re-running completes it), and leaves one row in ``forget_log`` — counts only,
-and for an erasure no user id. Recall processes drop what they hold at their next recall (the word index's
+more leave the vocabulary, the dreamer's own summaries that name a deleted subject are forgotten too, audit
+rows that name one or quote what dreaming wrote from a forgotten pair lose their text, and the profile is
+recomputed. ``erase_user`` deletes every row of the user's graphs set-based. Each graph is forgotten under
+its graph lock (no sync interleaves) in one transaction (a crash leaves all of it or none; re-running
+completes it), and leaves one row in ``forget_log`` — counts only, and for an erasure no user id. Recall processes drop what they hold at their next recall (the word index's
 versions for pairs; forget_log for erasures: retrieval/lexical_postings.py).
 """
 
@@ -118,30 +118,32 @@ def _forget(database: Database, result: Forgotten, kg_id: str, selection: dict) 
 
 
 def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pairs: list[dict]) -> None:
-    ids = [row["id"] for row in pairs]
-    subjects = conn.execute(load_sql("forget/linked_subjects"), {**params, "pair_ids": ids}).fetchall()
-    # The dreamer's summaries that name these subjects quote what is forgotten: they go with the pairs.
-    quoting = conn.execute(load_sql("forget/dream_pairs_mentioning"), {
-        **params, "pair_ids": ids, "dream_session": DREAM_SESSION,
-        "names": [s["subject_text"] for s in subjects]}).fetchall() if subjects else []
-    if quoting:
-        pairs = pairs + quoting
-        ids = ids + [row["id"] for row in quoting]
-        subjects = conn.execute(load_sql("forget/linked_subjects"), {**params, "pair_ids": ids}).fetchall()
-    subject_ids = [s["id"] for s in subjects]
-    lexeme_ids = [row["lexeme_id"] for row in conn.execute(load_sql("forget/pair_lexeme_ids"), {"pair_ids": ids})]
-    conn.execute(load_sql("forget/delete_pairs"), {**params, "pair_ids": ids})
-    conn.execute(load_sql("forget/delete_unused_lexemes"), {**params, "lexeme_ids": lexeme_ids})
-    deleted = {row["id"] for row in conn.execute(load_sql("forget/delete_unlinked_subjects"),
-                                                 {**params, "subject_ids": subject_ids})}
-    surviving = [s for s in subject_ids if s not in deleted]
+    """Forget ``pairs`` and what follows from them; then the dreamer's summary pairs that name a subject this
+    deleted, and so on until none is left (each round deletes only subjects its own pairs held)."""
+    ids, tokens, deleted, touched, texts = [], 0, {}, set(), set()
+    while pairs:
+        batch = {**params, "pair_ids": [row["id"] for row in pairs]}
+        linked = [row["id"] for row in conn.execute(load_sql("forget/linked_subjects"), batch)]
+        texts |= {row["text"] for row in conn.execute(load_sql("forget/forgotten_texts"), batch)}
+        words = [row["lexeme_id"] for row in conn.execute(load_sql("forget/pair_lexeme_ids"), batch)]
+        conn.execute(load_sql("forget/delete_pairs"), batch)
+        conn.execute(load_sql("forget/delete_unused_lexemes"), {**params, "lexeme_ids": words})
+        gone = {row["id"]: row["subject_text"] for row in conn.execute(
+            load_sql("forget/delete_unlinked_subjects"), {**params, "subject_ids": linked})}
+        ids += batch["pair_ids"]
+        tokens += sum(row["token_count"] for row in pairs)
+        touched |= set(linked)
+        deleted |= gone
+        pairs = conn.execute(load_sql("forget/dream_pairs_mentioning"), {
+            **params, "dream_session": DREAM_SESSION, "names": list(gone.values())}).fetchall() if gone else []
+    surviving = sorted(touched - deleted.keys())
     rebuilt = conn.execute(load_sql("forget/rebuild_descriptions"),
                            {**params, "subject_ids": surviving}).fetchall() if surviving else []
-    needles = [s["subject_text"] for s in subjects] + [str(i) for i in subject_ids] + [str(i) for i in ids]
+    needles = [*deleted.values(), *map(str, deleted), *map(str, ids), *texts]
     redacted = conn.execute(load_sql("forget/redact_passes"), {**params, "needles": needles}).rowcount
-    conn.execute(load_sql("forget/discount_tokens"), {**params, "tokens": sum(row["token_count"] for row in pairs)})
+    conn.execute(load_sql("forget/discount_tokens"), {**params, "tokens": tokens})
     # Deleted subjects leave the centroid without moving any vector_changed_at: recompute it now.
-    conn.execute(load_sql("retrieval/refresh_profile"), {**params, "centroid_tolerance": 0.0 if subjects else 1.0})
+    conn.execute(load_sql("retrieval/refresh_profile"), {**params, "centroid_tolerance": 0.0 if deleted else 1.0})
     _record(conn, result.scope, params, pairs=len(ids), subjects_deleted=len(deleted),
             subjects_rebuilt=len(rebuilt), passes_redacted=redacted)
     result.pair_ids += [str(i) for i in ids]

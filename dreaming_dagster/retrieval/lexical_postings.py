@@ -235,12 +235,13 @@ class WordPostingsCache:
             return []
         rows = conn.execute(load_sql("retrieval/lexical_query_words"),
                             {"user_id": user_id, "kg_id": kg_id, "query_text": query_text}).fetchall()
-        if not rows:
-            return []
         # Keyed by the server's start and the database: another cluster, or a database made anew, can
         # reuse word ids and transaction ids, never both with the same key.
         user_key = (rows[0]["server_started"], rows[0]["database_oid"], user_id, kg_id)
         self._drop_forgotten(user_key[:2], rows[0]["last_erasure"], rows[0]["last_forget"])
+        rows = [row for row in rows if row["lexeme_id"] is not None]
+        if not rows:
+            return []
         versions = {row["lexeme_id"]: (row["version"], row["pair_count"]) for row in rows}
         listing: dict[int, _Listing] = {}
         for attempt in range(3):

@@ -1,0 +1,231 @@
+"""A user's memory under control from every surface: inspect it (Python, CLI, HTTP), export it and import it on
+another instance (recall ranks the same), forget through HTTP and the CLI with tenancy, and Dagster's users
+partitions kept true to the database (fast-path syncs reported, erased users' partitions removed, the ranker's
+training memory left out)."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+import dreaming_dagster as dd
+from dreaming_dagster.cli import main
+from dreaming_dagster.config.runtime import reset_defaults
+from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
+from dreaming_dagster.defs.resources import DreamingDatabaseResource
+from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.ingest.records import InvalidInputError
+from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
+from dreaming_dagster.pipeline.sync import save_and_sync
+from dreaming_dagster.retrieval.recaller import Recaller
+from dreaming_dagster.service import keys
+from dreaming_dagster.service.app import create_app
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
+from tests.test_forget import CANARY, dreamed, exchanges
+
+QUESTIONS = ["who bakes bread with me?", "where did we drive?", "what did the dog chew?", "which book are we reading?",
+             "how do I get to work?", "who moved to Lisbon?"]
+
+
+def test_inspect_pages_filters_and_reads(database, local_embedder):
+    dreamed(database, local_embedder, "alice", exchanges("a", canary_at=(1,)))
+    seen, cursor = [], None
+    while True:
+        page = dd.list_pairs("alice", limit=5, cursor=cursor, database=database)
+        seen += page.pairs
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == 12 == len({p["pair_id"] for p in seen})  # every pair once, oldest first
+    assert [p["occurred_at"] for p in seen] == sorted(p["occurred_at"] for p in seen)
+    in_session = dd.list_pairs("alice", session_id="a-s1", database=database).pairs
+    assert {p["turn_index"] for p in in_session} == {0, 1, 2, 3}
+    window = dd.list_pairs("alice", since="2026-02-01", until="2026-03-01", database=database).pairs
+    assert {p["session_id"] for p in window} == {"a-s1"}
+    cousin = seen[1]
+    assert CANARY in cousin["user_message"] and cousin["linked"] and cousin["subjects"]
+    read = dd.read_pair("alice", cousin["pair_id"], database=database)
+    assert {s["name"] for s in read["subjects"]} == set(cousin["subjects"]) and read["extracted"]
+    assert dd.read_pair("bob", cousin["pair_id"], database=database) is None  # another user's id: not found
+    found = dd.list_subjects("alice", search=CANARY.lower()[:6], database=database)
+    assert found and all(CANARY.lower()[:6] in s["name"].lower() for s in found)
+    subject = dd.read_subject("alice", found[0]["subject_id"], database=database)
+    assert [p["pair_id"] for p in subject["linked_pairs"]] == [cousin["pair_id"]]
+    assert dd.read_subject("alice", found[0]["subject_id"], "elsewhere", database=database) is None
+    top = dd.list_subjects("alice", database=database, limit=3)
+    assert [s["pairs"] for s in top] == sorted((s["pairs"] for s in top), reverse=True)
+    for call, field in ((lambda: dd.list_pairs("alice", cursor="nonsense", database=database), "cursor"),
+                        (lambda: dd.list_pairs("alice", since="yesterday-ish", database=database), "since"),
+                        (lambda: dd.list_pairs("alice", limit=0, database=database), "limit"),
+                        (lambda: dd.read_pair("alice", "42", database=database), "pair_id"),
+                        (lambda: dd.list_subjects("alice", search=" ", database=database), "search")):
+        with pytest.raises(InvalidInputError) as error:
+            call()
+        assert error.value.field == field
+
+
+def test_export_then_ingest_on_another_instance_recalls_the_same(clean_env, database, pg_admin_url, local_embedder,
+                                                                  tmp_path):
+    dreamed(database, local_embedder, "alice", exchanges("a", canary_at=(1,)))
+    clean_env.setenv("DREAMING_DATABASE_URL", database.url)
+    reset_defaults()  # the defaults were read before the variable was set
+    exported = tmp_path / "alice.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(main, ["export", "--user", "alice", "--out", str(exported)])
+    assert result.exit_code == 0, result.output
+    lines = exported.read_text().splitlines()
+    assert json.loads(lines[0])["export"]["pairs"] == 12 and len(lines) == 1 + 12 + json.loads(lines[0])["export"]["subjects"]
+
+    other = Database(embedded.fresh_database_url(pg_admin_url, "copy"))
+    clean_env.setenv("DREAMING_DATABASE_URL", other.url)
+    reset_defaults()
+    imported = runner.invoke(main, ["ingest", str(exported), "--user", "alice"])
+    assert imported.exit_code == 0, imported.output
+    assert "inserted 12" in imported.output and "subjects and" in imported.output
+    again = runner.invoke(main, ["ingest", str(exported), "--user", "alice"])  # a re-run: nothing twice
+    assert "duplicates 12" in again.output and "already had subjects" in again.output
+    original, copy = Recaller(database, local_embedder), Recaller(other, local_embedder)
+
+    def texts(recaller: Recaller) -> list[list[str]]:
+        return [[m.user_message for m in recaller.recall("alice", q, 10).memories] for q in QUESTIONS]
+
+    assert texts(copy) == texts(original)
+    assert sorted(s["name"] for s in dd.list_subjects("alice", database=other, limit=500)) == \
+        sorted(s["name"] for s in dd.list_subjects("alice", database=database, limit=500))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(lines[0] + "\n" + json.dumps({"session_id": "s", "user_message": 5}) + "\n")
+    refused = runner.invoke(main, ["ingest", str(broken), "--user", "carol"])
+    assert refused.exit_code == 2 and "line 2" in refused.output and "user_message" in refused.output
+    for recaller in (original, copy):
+        recaller.close()
+
+
+def test_forget_and_inspect_commands(cli_env, tmp_path):
+    runner = CliRunner()
+    records = tmp_path / "alice.jsonl"
+    records.write_text("\n".join(json.dumps(r) for r in exchanges("a", canary_at=(1,))) + "\n")
+    assert runner.invoke(main, ["ingest", str(records), "--user", "alice"]).exit_code == 0
+    listed = runner.invoke(main, ["inspect", "pairs", "--user", "alice", "--limit", "5", "--json"])
+    page = json.loads(listed.output)
+    assert len(page["pairs"]) == 5 and page["next_cursor"]
+    table = runner.invoke(main, ["inspect", "pairs", "--user", "alice", "--limit", "5"])
+    assert "next page: --cursor" in table.output and "a-s0" in table.output
+    pair_id = page["pairs"][1]["pair_id"]
+    shown = runner.invoke(main, ["inspect", "pair", pair_id, "--user", "alice"])
+    assert CANARY in json.loads(shown.output)["user_message"]
+    assert runner.invoke(main, ["inspect", "pair", pair_id, "--user", "bob"]).exit_code == 2
+    runner.invoke(main, ["sync", "--user", "alice"])
+    subjects = json.loads(runner.invoke(main, ["inspect", "subjects", "--user", "alice", "--json"]).output)
+    assert subjects and runner.invoke(main, ["inspect", "subject", subjects[0]["subject_id"], "--user", "alice"]
+                                      ).exit_code == 0
+    forgot = runner.invoke(main, ["forget", "--user", "alice", "--pair", pair_id])
+    assert forgot.exit_code == 0 and "forgot 1 pair(s)" in forgot.output
+    session = runner.invoke(main, ["forget", "--user", "alice", "--session", "a-s2"])
+    assert "forgot 4 pair(s)" in session.output
+    assert runner.invoke(main, ["forget", "--user", "alice"]).exit_code == 2  # nothing named
+    refused = runner.invoke(main, ["forget", "--user", "alice", "--everything"], input="n\n")
+    assert refused.exit_code == 1 and len(dd.list_pairs("alice").pairs) == 7
+    erased = runner.invoke(main, ["forget", "--user", "alice", "--everything", "--yes"])
+    assert "forgot 7 pair(s)" in erased.output and dd.list_pairs("alice").pairs == []
+
+
+@pytest.fixture
+def tenants(database, database_url, local_embedder, tmp_path):
+    app = create_app(DreamingSettings(database_url=database_url, data_dir=tmp_path), database=database,
+                     embedder=local_embedder)
+    with TestClient(app) as client:
+        secrets = {t: keys.create_key(database, local_embedder.spec, t)[0] for t in ("acme", "globex")}
+        yield client, {t: {"Authorization": f"Bearer {s}"} for t, s in secrets.items()}
+
+
+def test_http_inspect_export_and_forget_stay_in_the_keys_tenant(tenants, database, database_url):
+    client, h = tenants
+    for tenant in ("acme", "globex"):
+        body = {"user_id": "alice", "sync": True, "pairs": exchanges(tenant[0], canary_at=(1,))}
+        assert client.post("/v1/pairs", headers=h[tenant], json=body).status_code == 200
+    page = client.get("/v1/users/alice/pairs", headers=h["acme"], params={"limit": 5}).json()
+    assert len(page["pairs"]) == 5 and page["next_cursor"]
+    rest = client.get("/v1/users/alice/pairs", headers=h["acme"], params={"cursor": page["next_cursor"]}).json()
+    assert len(rest["pairs"]) == 7 and rest["next_cursor"] is None
+    acme_pair = page["pairs"][1]["pair_id"]
+    one = client.get(f"/v1/users/alice/pairs/{acme_pair}", headers=h["acme"]).json()
+    assert CANARY in one["user_message"] and one["subjects"] and one["times"] == []
+    subjects = client.get("/v1/users/alice/subjects", headers=h["acme"], params={"search": "lisbon"}).json()["subjects"]
+    assert [s["name"] for s in subjects] == ["Lisbon"]
+    subject = client.get(f"/v1/users/alice/subjects/{subjects[0]['subject_id']}", headers=h["acme"]).json()
+    assert [p["pair_id"] for p in subject["linked_pairs"]] == [acme_pair]
+    export = client.get("/v1/users/alice/export", headers=h["acme"])
+    assert export.headers["content-type"].startswith("application/x-ndjson")
+    assert json.loads(export.text.splitlines()[0])["export"]["kg_id"] == "acme"
+    # Another tenant's key reads and deletes nothing of acme's: not found, whatever the id.
+    for response in (client.get(f"/v1/users/alice/pairs/{acme_pair}", headers=h["globex"]),
+                     client.get(f"/v1/users/alice/subjects/{subjects[0]['subject_id']}", headers=h["globex"]),
+                     client.delete(f"/v1/pairs/{acme_pair}", headers=h["globex"])):
+        assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+    assert client.get("/v1/users/alice/pairs/42", headers=h["acme"]).json()["error"]["field"] == "pair_id"
+    assert client.get("/v1/users/alice/pairs", headers=h["acme"], params={"limit": 0}).status_code == 422
+    assert client.delete("/v1/pairs/42", headers={}).status_code == 401
+    deleted = client.delete(f"/v1/pairs/{acme_pair}", headers=h["acme"]).json()
+    assert deleted["pairs"] == 1 and deleted["pair_ids"] == [acme_pair]
+    assert client.delete(f"/v1/pairs/{acme_pair}", headers=h["acme"]).status_code == 404
+    session = client.delete("/v1/users/alice/sessions/a-s2", headers=h["acme"]).json()
+    assert session["pairs"] == 4
+    erased = client.delete("/v1/users/alice", headers=h["acme"]).json()
+    assert erased["pairs"] == 7 and erased["kg_ids"] == ["acme"]
+    assert client.get("/v1/users/alice/pairs", headers=h["acme"]).json()["pairs"] == []
+    globex = client.get("/v1/users/alice/pairs", headers=h["globex"], params={"limit": 50}).json()["pairs"]
+    assert len(globex) == 12 and any(CANARY in p["user_message"] for p in globex)  # the other tenant's alice
+    recalled = client.post("/v1/recall", headers=h["globex"], json={"user_id": "alice", "query": f"{CANARY} Lisbon"})
+    assert CANARY in recalled.json()["memories"][0]["user_message"]
+
+
+def sensor_context(instance, database_url: str, cursor: str | None = None):
+    from dreaming_dagster.definitions import defs
+
+    return dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs(),
+                                   resources={"dreaming_db": DreamingDatabaseResource(database_url=database_url)})
+
+
+def test_fast_path_users_show_in_dagster_and_erased_users_leave_it(database, database_url, local_embedder):
+    for user in ("carol", "dave"):
+        save_and_sync(user, exchanges(user[0])[:3], database=database, embedder=local_embedder,
+                      extractor=OfflineExtractor())
+    with dg.instance_for_test() as instance:
+        first = fast_path_sensor(sensor_context(instance, database_url))
+        partitions = [r for r in first.dynamic_partitions_requests if isinstance(r, dg.AddDynamicPartitionsRequest)]
+        assert sorted(partitions[0].partition_keys) == ["carol", "dave"]
+        instance.add_dynamic_partitions("users", ["carol", "dave"])
+        for event in first.asset_events:
+            instance.report_runless_asset_event(event)
+        for asset in ("memory_pairs", "pair_dates", "pair_subjects", "subjects", "subject_links", "refined_subjects"):
+            assert instance.get_materialized_partitions(dg.AssetKey(asset)) == {"carol", "dave"}
+        links = next(e for e in first.asset_events if e.asset_key == dg.AssetKey("subject_links")
+                     and e.partition == "carol")
+        assert links.metadata["path"].value == "fast path" and links.metadata["user_pairs"].value == 3
+        assert links.metadata["links"].value > 0
+        quiet = fast_path_sensor(sensor_context(instance, database_url, first.cursor))
+        assert isinstance(quiet, dg.SkipReason)  # each sync is reported once
+        dd.erase_user("carol", database=database)
+        after = fast_path_sensor(sensor_context(instance, database_url, first.cursor))
+        (delete,) = after.dynamic_partitions_requests
+        assert isinstance(delete, dg.DeleteDynamicPartitionsRequest) and delete.partition_keys == ["carol"]
+
+
+def test_the_training_memory_is_no_users_partition(database, database_url, local_embedder):
+    dd.save_pairs("longmemeval", exchanges("t")[:2], TRAINING_KG_ID, database=database, embedder=local_embedder,
+                  embed=False)
+    dd.save_pairs("erin", exchanges("e")[:2], database=database, embedder=local_embedder, embed=False)
+    with dg.instance_for_test() as instance:
+        result = pending_pairs_sensor(sensor_context(instance, database_url))
+    assert [r.partition_key for r in result.run_requests] == ["erin"]
+    save_and_sync("longmemeval", exchanges("t")[2:4], TRAINING_KG_ID, database=database, embedder=local_embedder,
+                  extractor=OfflineExtractor())
+    with dg.instance_for_test() as instance:
+        reported = fast_path_sensor(sensor_context(instance, database_url))
+    assert isinstance(reported, dg.SkipReason)
