@@ -162,10 +162,12 @@ def main() -> None:
                            "subjects_rebuilt": sum(s["subjects_rebuilt"] for s in single)},
         "forget_session": [{"pairs": s["pairs"], "ms": ms(s["seconds"])} for s in by_session],
         "erase": erasures,
-        "erase_seconds": {"p50": round(percentile(erase_seconds, 0.5), 3), "max": round(max(erase_seconds), 3)},
+        "erase_seconds": {"count": len(erase_seconds), "p50": round(percentile(erase_seconds, 0.5), 3),
+                          "max": round(max(erase_seconds), 3)},
         "bystander": {"questions": len(questions), "rankings_identical": before[0] == after[0],
                       "graph_identical": before[1] == after[1], "graph_subjects": len(after[1])},
         "dump_occurrences": {user: dump.count(user) for user in erased},
+        "dump_total": sum(dump.count(user) for user in erased),
         "memory_count_drift": len(drift),
         "targets": {"erase_5000_pair_user_s": 5.0, "forget_pair_p50_ms": 50.0},
     }
