@@ -27,6 +27,7 @@ from dreaming_dagster.service import keys
 from dreaming_dagster.service.app import create_app
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
+from tests.conftest import run_concurrently
 from tests.test_forget import CANARY, dreamed, exchanges
 
 QUESTIONS = ["who bakes bread with me?", "where did we drive?", "what did the dog chew?", "which book are we reading?",
@@ -43,6 +44,8 @@ def test_inspect_pages_filters_and_reads(database, local_embedder):
         if cursor is None:
             break
     assert len(seen) == 12 == len({p["pair_id"] for p in seen})  # every pair once, oldest first
+    pages = run_concurrently(lambda: [p["pair_id"] for p in dd.list_pairs("alice", limit=50, database=database).pairs], 4)
+    assert all(ids == [p["pair_id"] for p in seen] for ids in pages)  # the same from threads
     assert [p["occurred_at"] for p in seen] == sorted(p["occurred_at"] for p in seen)
     in_session = dd.list_pairs("alice", session_id="a-s1", database=database).pairs
     assert {p["turn_index"] for p in in_session} == {0, 1, 2, 3}

@@ -223,6 +223,16 @@ def test_dreaming_serve_from_outside_and_a_graceful_stop(cli_env, database_url):
         recalled = run_concurrently(lambda: httpx.post(f"{url}/v1/recall", headers=h, timeout=60,
                                                        json={"user_id": "alice", "query": "user message"}), 8)
         assert all(r.status_code == 200 and len(r.json()["memories"]) == 1 for r in recalled)
+        # Inspect and forget from outside; the serving process's next recall no longer finds the pair.
+        listed = httpx.get(f"{url}/v1/users/bob/pairs", headers=h, timeout=30).json()["pairs"]
+        assert [p["user_message"] for p in listed] == ["We hiked Mount Tam with Priya"] and listed[0]["subjects"]
+        assert httpx.post(f"{url}/v1/recall", headers=h, timeout=60, json={
+            "user_id": "bob", "query": "Mount Tam hike"}).json()["memories"]
+        forgot = httpx.delete(f"{url}/v1/pairs/{listed[0]['pair_id']}", headers=h, timeout=30)
+        assert forgot.status_code == 200 and forgot.json()["pairs"] == 1
+        assert httpx.post(f"{url}/v1/recall", headers=h, timeout=60, json={
+            "user_id": "bob", "query": "Mount Tam hike"}).json()["memories"] == []
+        assert httpx.delete(f"{url}/v1/users/bob", headers=h, timeout=30).json()["pairs"] == 0
         # A large save (seconds of embedding) in flight when SIGTERM arrives still completes, whole.
         big = [pair(i, session="big", user_message=f"long day number {i} " * 40) for i in range(100, 500)]
         answer: list = []
