@@ -431,15 +431,22 @@ def inspect_pairs(user_id, kg_id, session_id, since, until, limit, cursor, as_js
 @click.option("--kg-id", default="default", show_default=True)
 def inspect_pair(pair_id, user_id, kg_id) -> None:
     """One of USER's pairs with its subjects and dated events (JSON)."""
-    from dreaming_dagster.memory.inspection import jsonable, read_pair
+    from dreaming_dagster.memory.inspection import read_pair
+
+    _print_one(read_pair, "pair", pair_id, user_id, kg_id)
+
+
+def _print_one(read: Callable, what: str, identifier: str, user_id: str, kg_id: str) -> None:
+    """``read(user_id, identifier, kg_id)`` as JSON, or an error naming what USER's graph does not hold."""
+    from dreaming_dagster.memory.inspection import jsonable
 
     try:
-        pair = read_pair(user_id, pair_id, kg_id)
+        found = read(user_id, identifier, kg_id)
     except InvalidInputError as exc:
         _fail(str(exc))
-    if pair is None:
-        _fail(f"{user_id}/{kg_id} holds no pair {pair_id}")
-    click.echo(json.dumps(jsonable(pair), indent=2, ensure_ascii=False))
+    if found is None:
+        _fail(f"{user_id}/{kg_id} holds no {what} {identifier}")
+    click.echo(json.dumps(jsonable(found), indent=2, ensure_ascii=False))
 
 
 @inspect.command("subjects")
@@ -469,15 +476,9 @@ def inspect_subjects(user_id, kg_id, search, limit, include_archived, as_json) -
 @click.option("--kg-id", default="default", show_default=True)
 def inspect_subject(subject_id, user_id, kg_id) -> None:
     """One of USER's subjects with its most recent pairs (JSON)."""
-    from dreaming_dagster.memory.inspection import jsonable, read_subject
+    from dreaming_dagster.memory.inspection import read_subject
 
-    try:
-        subject = read_subject(user_id, subject_id, kg_id)
-    except InvalidInputError as exc:
-        _fail(str(exc))
-    if subject is None:
-        _fail(f"{user_id}/{kg_id} holds no subject {subject_id}")
-    click.echo(json.dumps(jsonable(subject), indent=2, ensure_ascii=False))
+    _print_one(read_subject, "subject", subject_id, user_id, kg_id)
 
 
 @main.command()
