@@ -39,30 +39,39 @@ CHUNK = 256
 
 
 def export_lines(user_id: str, kg_id: str = "default", *, database: Database | None = None) -> Iterator[str]:
-    """The user's graph ``kg_id`` as JSONL lines (without newlines): header, pairs, subjects."""
+    """The user's graph ``kg_id`` as JSONL lines (without newlines): header, pairs, subjects. The pairs stream
+    from a server-side cursor, so a large memory is never held whole; everything is read in one snapshot."""
     params = {"user_id": validate_identifier(user_id, "user_id"), "kg_id": validate_identifier(kg_id, "kg_id")}
-    with ready_database(database).connect(vectors=False) as conn:
-        pairs = conn.execute(load_sql("export/pairs"), params).fetchall()
+    with ready_database(database).connect(vectors=False) as conn, conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         subjects = conn.execute(load_sql("export/subjects"), params).fetchall()
-    refs = {row["subject_id"]: f"s{n}" for n, row in enumerate(subjects, 1)}
-    yield _line({"export": {"format": FORMAT, "version": VERSION, "user_id": user_id, "kg_id": kg_id,
-                            "exported_at": datetime.now(UTC), "pairs": len(pairs), "subjects": len(subjects)}})
-    for row in pairs:
-        extracted = row["extracted_subjects"] if isinstance(row["extracted_subjects"], list) else None
-        yield _line({
-            "session_id": row["session_id"], "turn_index": row["turn_index"], "occurred_at": row["occurred_at"],
-            "user_message": row["user_message"], "assistant_message": row["assistant_message"],
-            "metadata": row["metadata"] or {},
-            "dream": {"summary": row["summary"], "extracted": row["extracted"], "linked": row["linked"],
-                      "dated": row["dated"], "times": row["times"],
-                      "extracted_subjects": [_with_ref(item, refs) for item in extracted] if extracted is not None
-                      else None,
-                      "subjects": [refs[s] for s in row["subject_ids"] if s in refs]}})
+        refs = {row["subject_id"]: f"s{n}" for n, row in enumerate(subjects, 1)}
+        yield _line({"export": {"format": FORMAT, "version": VERSION, "user_id": user_id, "kg_id": kg_id,
+                                "exported_at": datetime.now(UTC), "subjects": len(subjects),
+                                "pairs": conn.execute(load_sql("export/pair_count"), params).fetchone()["pairs"]}})
+        with conn.cursor(name="export_pairs") as pairs:
+            pairs.itersize = CHUNK
+            pairs.execute(load_sql("export/pairs"), params)
+            for row in pairs:
+                yield _pair_line(row, refs)
     for row in subjects:
         subject = {k: v for k, v in row.items() if k not in ("subject_id", "merged_into", "superseded_by")}
         yield _line({"subject": subject | {"ref": refs[row["subject_id"]],
                                            "merged_into": refs.get(row["merged_into"]),
                                            "superseded_by": refs.get(row["superseded_by"])}})
+
+
+def _pair_line(row: dict, refs: dict[str, str]) -> str:
+    extracted = row["extracted_subjects"] if isinstance(row["extracted_subjects"], list) else None
+    return _line({
+        "session_id": row["session_id"], "turn_index": row["turn_index"], "occurred_at": row["occurred_at"],
+        "user_message": row["user_message"], "assistant_message": row["assistant_message"],
+        "metadata": row["metadata"] or {},
+        "dream": {"summary": row["summary"], "extracted": row["extracted"], "linked": row["linked"],
+                  "dated": row["dated"], "times": row["times"],
+                  "extracted_subjects": [_with_ref(item, refs) for item in extracted] if extracted is not None
+                  else None,
+                  "subjects": [refs[s] for s in row["subject_ids"] if s in refs]}})
 
 
 def is_export(first_record: object) -> bool:
