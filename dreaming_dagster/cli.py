@@ -342,7 +342,7 @@ def forget(user_id: str, pair_ids: tuple[str, ...], session_id: str | None, ever
     click.echo(f"{user_id}: forgot {result.pairs:,} pair(s) in {', '.join(result.kg_ids) or 'no graph'} · subjects "
                f"deleted {result.subjects_deleted:,}, rebuilt {result.subjects_rebuilt:,} · audit passes redacted "
                f"{result.passes_redacted:,} · {result.seconds} s")
-    if getattr(result, "missing", None):
+    if result.missing:
         console.print(f"[yellow]not found in {user_id}/{kg_id or 'default'}:[/] {', '.join(result.missing)}")
 
 
@@ -382,8 +382,6 @@ def _inspect_output(rows, as_json: bool, title: str, columns: dict[str, Callable
     if as_json:
         click.echo(json.dumps(jsonable(rows), indent=2, ensure_ascii=False))
         return
-    if isinstance(rows, dict):
-        rows = [rows]
     table = Table(title=title)
     for column in columns:
         table.add_column(column)

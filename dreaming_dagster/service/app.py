@@ -13,7 +13,6 @@ import time
 from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -25,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.ingest.records import InvalidInputError
+from dreaming_dagster.memory.inspection import jsonable
 from dreaming_dagster.service import keys
 from dreaming_dagster.service.limits import RequestBodyGuard, TokenBucket, error_body, recall_limit_error
 from dreaming_dagster.service.metrics import ServiceMetrics
@@ -269,7 +269,7 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
 
     @app.get("/v1/users/{user_id}/pairs/{pair_id}", summary="One pair with its subjects and dated events")
     def read_user_pair(user_id: str, pair_id: str, key: Key) -> dict:
-        from dreaming_dagster.memory.inspection import jsonable, read_pair
+        from dreaming_dagster.memory.inspection import read_pair
 
         return jsonable(found(read_pair(user_id, pair_id, key.kg_id, database=database), "pair", pair_id))
 
@@ -277,7 +277,7 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
     def list_user_subjects(user_id: str, key: Key, search: str | None = None,
                            limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
                            archived: bool = False) -> dict:
-        from dreaming_dagster.memory.inspection import jsonable, list_subjects
+        from dreaming_dagster.memory.inspection import list_subjects
 
         return {"subjects": jsonable(list_subjects(user_id, key.kg_id, search=search, limit=limit, offset=offset,
                                                    include_archived=archived, database=database))}
@@ -285,7 +285,7 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
     @app.get("/v1/users/{user_id}/subjects/{subject_id}", summary="One subject with its most recent pairs")
     def read_user_subject(user_id: str, subject_id: str, key: Key,
                           pairs: Annotated[int, Query(ge=1, le=500)] = 50) -> dict:
-        from dreaming_dagster.memory.inspection import jsonable, read_subject
+        from dreaming_dagster.memory.inspection import read_subject
 
         return jsonable(found(read_subject(user_id, subject_id, key.kg_id, pair_limit=pairs, database=database),
                               "subject", subject_id))
@@ -343,10 +343,6 @@ def found(value, what: str, identifier: str):
     if value is None:
         raise ServiceError(404, "not_found", f"no {what} {identifier[:60]} in this tenant's memory", f"{what}_id")
     return value
-
-
-def jsonable(row: dict) -> dict:
-    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
 
 
 def sync_response(result) -> dict:

@@ -73,7 +73,7 @@ def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingD
     for user_id in gone:
         forget_partition(context.instance, user_id)
     events = [dg.AssetMaterialization(asset_key=asset, partition=row["user_id"], description="fast path sync", metadata={
-        **{key: value for key, value in stats.items() if isinstance(value, int | float | str) and value is not None},
+        **{key: value for key, value in stats.items() if isinstance(value, int | float | str)},
         "path": "fast path", "kg_id": row["kg_id"], "synced_at": row["synced_at"].isoformat(),
         "user_pairs": row["user_pairs"], "graph_subjects": row["graph_subjects"]})
         for row in rows for asset, stats in row["stages"].items()]
