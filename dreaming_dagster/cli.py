@@ -383,8 +383,8 @@ def _inspect_output(rows, as_json: bool, title: str, columns: dict[str, Callable
         click.echo(json.dumps(jsonable(rows), indent=2, ensure_ascii=False))
         return
     table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
+    for n, column in enumerate(columns):
+        table.add_column(column, no_wrap=n == 0, min_width=36 if n == 0 else None)  # the whole id: forget needs it
     for row in rows:
         table.add_row(*[str(render(row)) for render in columns.values()])
     wide_console().print(table)
