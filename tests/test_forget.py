@@ -21,7 +21,7 @@ from dreaming_dagster.embeddings import _CACHES
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.memory.forgetting import erase_user, forget_pairs, forget_session
+from dreaming_dagster.memory.forgetting import erase_user, forget_pairs, forget_session, word_patterns
 from dreaming_dagster.pipeline import stages
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
@@ -91,10 +91,16 @@ def test_an_erased_users_canary_is_in_no_table_and_no_recall_process(database, d
     assert any(CANARY in text for text in cached_texts())  # subject names the merge stage embedded
     assert CANARY in embedded.data_dump(database_url) and victim in embedded.data_dump(database_url)
     before, graph_before = rankings(serving, bystander), stages.graph_signature(database, bystander)
+    # The user first forgets one pair and a session (forget_log names them meanwhile), then everything.
+    kept = [p for p in dd.list_pairs(victim, database=database, limit=50).pairs if p["session_id"] == "v-s0"]
+    assert forget_pairs(victim, [kept[0]["pair_id"]], database=database).pairs == 1
+    assert forget_session(victim, "v-s2", database=database).pairs >= 4  # and a summary naming the cousin
+    assert victim in embedded.data_dump(database_url)
+    left = len(dd.list_pairs(victim, database=database, limit=50).pairs)
 
     erased = erase_user(victim, database=database)
 
-    assert erased.pairs == 13 and erased.subjects_deleted > 0 and erased.kg_ids == ["default"]  # 12 and a summary
+    assert erased.pairs == left >= 6 and erased.subjects_deleted > 0 and erased.kg_ids == ["default"]
     dump = embedded.data_dump(database_url)
     assert CANARY.lower() not in dump.lower() and victim not in dump
     assert not any(CANARY in text for text in cached_texts())
@@ -132,6 +138,65 @@ def test_a_forgotten_pairs_canary_is_gone_and_the_rest_still_recalled(database, 
     health = stages.graph_health(database, "alice")
     assert health["orphan_pairs"] == 0 and health["duplicate_links"] == 0 and stages.memory_count_drift(database) == []
     recaller.close()
+
+
+def test_a_user_who_forgot_everything_piecemeal_is_named_nowhere_after_erasure(database, database_url,
+                                                                               local_embedder):
+    """Every pair already forgotten (no graph left to erase): the erasure still scrubs the audit trail's rows
+    that name the user, in every tenant (the operator's erasure) or in one (a tenant's)."""
+    for kg in ("acme", "globex"):
+        dreamed(database, local_embedder, "piecemeal", exchanges("p")[:4], kg_id=kg)
+        assert forget_session("piecemeal", "p-s0", kg, database=database).pairs == 4
+    assert "piecemeal" in embedded.data_dump(database_url)
+    assert erase_user("piecemeal", "acme", database=database).pairs == 0
+    assert stages.user_kgs(database, "piecemeal") == []
+    with database.connect() as conn:
+        named = conn.execute("SELECT kg_id FROM forget_log WHERE user_id = 'piecemeal'").fetchall()
+    assert [row["kg_id"] for row in named] == ["globex"]  # a tenant's erasure leaves the other tenant's audit
+    erase_user("piecemeal", database=database)
+    assert "piecemeal" not in embedded.data_dump(database_url)
+
+
+def test_a_short_subject_name_inside_other_words_forgets_no_unrelated_summary(database, local_embedder):
+    """A deleted subject "Pea" does not forget a dream summary that says "speak" (nor redact its pass): names
+    match as whole words."""
+    ids = save_pairs("alice", [
+        {"session_id": "s1", "user_message": "I planted Pea seeds in the garden today.", "assistant_message": "Nice.",
+         "occurred_at": "2026-01-01T10:00:00Z"},
+        {"session_id": "s1", "user_message": "My friend Ana will speak at eBay next week.", "assistant_message": "Wow.",
+         "occurred_at": "2026-01-02T10:00:00Z"}], database=database, embedder=local_embedder).pair_ids
+    with database.connect() as conn:
+        pea = conn.execute("INSERT INTO subjects (user_id, kg_id, subject_text, subject_type, description_text) "
+                           "VALUES ('alice', 'default', 'Pea', 'thing', 'Pea') RETURNING id").fetchone()["id"]
+        conn.execute("INSERT INTO subject_memory_pair_links (subject_id, pair_id, user_id, kg_id) "
+                     "VALUES (%s, %s, 'alice', 'default')", (pea, ids[0]))
+    summaries = save_pairs("alice", [
+        {"session_id": DREAM_SESSION, "user_message": "Dream summary: Ana will speak at a conference.",
+         "assistant_message": "Noted.", "occurred_at": "2026-01-03T10:00:00Z"},
+        {"session_id": DREAM_SESSION, "user_message": "Dream summary: the pea seeds went in.",
+         "assistant_message": "Noted.", "occurred_at": "2026-01-03T11:00:00Z"}],
+        database=database, embedder=local_embedder).pair_ids
+    with database.connect() as conn:
+        for n, summary in enumerate(("Ana will speak at eBay", "Pea seeds noted")):
+            conn.execute("INSERT INTO dreaming_passes (user_id, kg_id, mode, provider, status, started_at, summary) "
+                         "VALUES ('alice', 'default', 'compact', 'offline', 'applied', now() + %s * interval '1 s', %s)",
+                         (n, summary))
+
+    result = forget_pairs("alice", [ids[0]], database=database)
+
+    assert result.subjects_deleted == 1 and result.pairs == 2  # the pair and the summary naming Pea
+    assert set(result.pair_ids) == {ids[0], summaries[1]}
+    left = {p["user_message"] for p in dd.list_pairs("alice", database=database, limit=50).pairs}
+    assert "Dream summary: Ana will speak at a conference." in left
+    with database.connect() as conn:
+        passes = [row["summary"] for row in conn.execute(
+            "SELECT summary FROM dreaming_passes WHERE user_id = 'alice' ORDER BY started_at")]
+    assert passes[0] == "Ana will speak at eBay" and passes[1].startswith("[redacted")
+    # A name full of pattern characters is matched as written, never read as a pattern.
+    with database.connect() as conn:
+        matches = [conn.execute("SELECT lower(%s) ~ ANY (%s::text[]) AS hit", (text, word_patterns(["C++ (v2.0)"])))
+                   .fetchone()["hit"] for text in ("I use C++ (v2.0) daily", "I use C++ (v2x0) daily", "cc++ (v2.0)")]
+    assert matches == [True, False, False]
 
 
 def test_forget_a_session_and_what_is_refused(database, local_embedder):

@@ -8,8 +8,10 @@ more leave the vocabulary, the dreamer's own summaries that name a deleted subje
 rows that name one or quote what dreaming wrote from a forgotten pair lose their text, and the profile is
 recomputed. ``erase_user`` deletes every row of the user's graphs set-based. Each graph is forgotten under
 its graph lock (no sync interleaves) in one transaction (a crash leaves all of it or none; re-running
-completes it), and leaves one row in ``forget_log`` — counts only, and for an erasure no user id. Recall processes drop what they hold at their next recall (the word index's
-versions for pairs; forget_log for erasures: retrieval/lexical_postings.py).
+completes it), and leaves one row in ``forget_log`` — counts only, and for an erasure no user id (an erasure
+also takes the user id off the rows of the user's earlier forgets). Recall processes drop what they hold at
+their next recall (the word index's versions for pairs; forget_log for erasures: retrieval/lexical_postings.py).
+A deleted subject's name is matched as a whole word wherever forgetting looks for it (``word_patterns``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dreaming_dagster.consolidation.passes import DREAM_SESSION
 from dreaming_dagster.embeddings import forget_cached_texts
 from dreaming_dagster.ingest.records import InvalidInputError, validate_identifier
 from dreaming_dagster.memory import ready_database
-from dreaming_dagster.pipeline.stages import user_graph_lock, user_kgs
+from dreaming_dagster.pipeline.stages import user_graph_lock
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 
@@ -84,27 +86,36 @@ def erase_user(user_id: str, kg_id: str | None = None, *, database: Database | N
     database = ready_database(database)
     started = time.perf_counter()
     result = Forgotten(user_id=user_id, scope="user")
-    for kg in [kg_id] if kg_id else user_kgs(database, user_id):
+    for kg in [kg_id] if kg_id else _user_graphs(database, user_id):
         params = {"user_id": user_id, "kg_id": kg}
         with user_graph_lock(database, user_id, kg), database.connect(vectors=False) as conn, conn.transaction():
             conn.execute("SET LOCAL dreaming.erasing_graph TO 'on'")
             conn.execute(load_sql("forget/lock_word_index"), params)
             counts = conn.execute(load_sql("forget/erase_graph"), params).fetchone()
-            if not counts["pairs"] and not counts["subjects"]:
-                continue
             conn.execute(load_sql("forget/erase_graph_subjects"), params)
             conn.execute(load_sql("forget/erase_graph_pairs"), params)
             conn.execute(load_sql("forget/delete_graph_counts"), params)
+            if not counts["pairs"] and not counts["subjects"]:
+                continue  # what was left (counts, state) is gone; nothing to count or to tell recall processes
             _record(conn, "user", params, pairs=counts["pairs"], subjects_deleted=counts["subjects"])
         result.kg_ids.append(kg)
         result.pairs += counts["pairs"]
         result.subjects_deleted += counts["subjects"]
+    # After the graphs, and whether or not any was left (the user may have forgotten every pair before): a
+    # re-run after a crash here completes it.
+    with database.connect(vectors=False) as conn:
+        conn.execute(load_sql("forget/scrub_forget_log"), {"user_id": user_id, "kg_id": kg_id})
     forget_cached_texts()
     result.seconds = round(time.perf_counter() - started, 3)
     return result
 
 
 # ------------------------------------------------------------------------------------------------ internals
+def _user_graphs(database: Database, user_id: str) -> list[str]:
+    with database.connect(vectors=False) as conn:
+        return [row["kg_id"] for row in conn.execute(load_sql("forget/user_graphs"), {"user_id": user_id})]
+
+
 def _forget(database: Database, result: Forgotten, kg_id: str, selection: dict) -> None:
     started = time.perf_counter()
     params = {"user_id": result.user_id, "kg_id": kg_id, **selection}
@@ -135,12 +146,14 @@ def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pair
         touched |= set(linked)
         deleted |= gone
         pairs = conn.execute(load_sql("forget/dream_pairs_mentioning"), {
-            **params, "dream_session": DREAM_SESSION, "names": list(gone.values())}).fetchall() if gone else []
+            **params, "dream_session": DREAM_SESSION, "name_patterns": word_patterns(gone.values())}).fetchall() \
+            if gone else []
     surviving = sorted(touched - deleted.keys())
     rebuilt = conn.execute(load_sql("forget/rebuild_descriptions"),
                            {**params, "subject_ids": surviving}).fetchall() if surviving else []
-    needles = [*deleted.values(), *map(str, deleted), *map(str, ids), *texts]
-    redacted = conn.execute(load_sql("forget/redact_passes"), {**params, "needles": needles}).rowcount
+    redacted = conn.execute(load_sql("forget/redact_passes"), {
+        **params, "name_patterns": word_patterns(deleted.values()),
+        "needles": [*map(str, deleted), *map(str, ids), *texts]}).rowcount
     conn.execute(load_sql("forget/discount_tokens"), {**params, "tokens": tokens})
     # Deleted subjects leave the centroid without moving any vector_changed_at: recompute it now.
     conn.execute(load_sql("retrieval/refresh_profile"), {**params, "centroid_tolerance": 0.0 if deleted else 1.0})
@@ -157,6 +170,19 @@ def _record(conn: psycopg.Connection, scope: str, params: dict, **counts: int) -
     conn.execute(load_sql("forget/record_forget"), {
         "scope": scope, "kg_id": params["kg_id"], "user_id": params["user_id"], "pairs": 0, "subjects_deleted": 0,
         "subjects_rebuilt": 0, "passes_redacted": 0, **counts})
+
+
+def word_patterns(names: Iterable[str]) -> list[str]:
+    """Postgres regular expressions (for ``lower(text) ~ pattern``) matching each name as a whole word of a
+    lower-cased text: not inside another word ("Pea" in "speak", "Bay" in "eBay"). ASCII punctuation (every
+    character a pattern gives a meaning) is escaped, so a name is never read as a pattern."""
+    patterns = []
+    for name in names:
+        if name.strip():
+            literal = "".join("\\" + c if c.isascii() and not c.isalnum() and not c.isspace() else c
+                              for c in name.lower())
+            patterns.append(f"(^|[^[:alnum:]_]){literal}($|[^[:alnum:]_])")
+    return patterns
 
 
 def _pair_ids(pair_ids: Iterable[str]) -> list[str]:
