@@ -109,6 +109,62 @@ def test_export_then_ingest_on_another_instance_recalls_the_same(clean_env, data
         recaller.close()
 
 
+def test_an_import_checks_the_whole_file_before_it_stores_anything(clean_env, database, local_embedder, tmp_path):
+    """Header version and counts, repeated subjects or pairs, references to subjects the file does not hold,
+    values the database would refuse: the import names the line and field, exits 2 and stores nothing."""
+    from dreaming_dagster.memory.export import export_lines
+
+    dreamed(database, local_embedder, "alice", exchanges("a")[:6])
+    clean_env.setenv("DREAMING_DATABASE_URL", database.url)
+    reset_defaults()
+    lines = [json.loads(line) for line in export_lines("alice", database=database)]
+    header, pairs = lines[0], [r for r in lines[1:] if "subject" not in r]
+    subjects = [r for r in lines[1:] if "subject" in r]
+    assert len(pairs) == 6 and len(subjects) >= 3 and any(p["dream"]["subjects"] for p in pairs)
+    linked = next(n for n, p in enumerate(pairs) if p["dream"]["subjects"])
+
+    def variant(**changes) -> list[dict]:
+        head = {"export": {**header["export"], **changes.get("header", {})}}
+        body = changes.get("pairs", pairs) + changes.get("subjects", subjects)
+        return [head, *body]
+
+    bad_ref = [dict(p, dream=dict(p["dream"], subjects=["s999"])) if n == linked else p for n, p in enumerate(pairs)]
+    bad_merge = [{"subject": dict(subjects[0]["subject"], merged_into="s999")}, *subjects[1:]]
+    bad_importance = [{"subject": dict(subjects[0]["subject"], importance=7)}, *subjects[1:]]
+    bad_time = [dict(p, dream=dict(p["dream"], times=[{"source": "text", "position": 0, "expression": "x",
+                                                       "first_day": "2024-13-01", "last_day": "2024-01-01",
+                                                       "granularity": "day", "certainty": 1}])) if n == 0 else p
+                for n, p in enumerate(pairs)]
+    cases = {
+        "repeated subject": (variant(subjects=[*subjects, subjects[0]],
+                                     header={"subjects": len(subjects) + 1}), "subject.ref"),
+        "subjects only": (variant(pairs=[]), "export.pairs"),
+        "version 99": (variant(header={"version": 99}), "export.version"),
+        "counts off": (variant(header={"pairs": 7}), "export.pairs"),
+        "repeated pair": (variant(pairs=[*pairs, pairs[0]], header={"pairs": 7}), "record"),
+        "unknown subject": (variant(pairs=bad_ref), "dream.subjects"),
+        "unknown merge target": (variant(subjects=bad_merge), "subject.merged_into"),
+        "importance out of range": (variant(subjects=bad_importance), "subject.importance"),
+        "impossible dated event": (variant(pairs=bad_time), "dream.times"),
+    }
+    runner = CliRunner()
+    for name, (records, field) in cases.items():
+        file = tmp_path / f"{name.replace(' ', '-')}.jsonl"
+        file.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+        refused = runner.invoke(main, ["ingest", str(file), "--user", "carol"])
+        assert refused.exit_code == 2 and field in refused.output and "line" in refused.output, (name, refused.output)
+        assert dd.list_pairs("carol", database=database).pairs == [], name
+        assert dd.list_subjects("carol", database=database, include_archived=True) == [], name
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text("\n".join(json.dumps(r) for r in variant()) + "\n")
+    imported = runner.invoke(main, ["ingest", str(whole), "--user", "carol"])
+    links = sum(len(p["dream"]["subjects"]) for p in pairs)
+    assert imported.exit_code == 0 and f"{len(subjects):,} subjects and {links:,} links imported" in imported.output
+    with database.connect() as conn:
+        stored = conn.execute("SELECT count(*) AS n FROM subject_memory_pair_links WHERE user_id = 'carol'").fetchone()
+    assert stored["n"] == links
+
+
 def test_forget_and_inspect_commands(cli_env, tmp_path):
     runner = CliRunner()
     records = tmp_path / "alice.jsonl"

@@ -233,6 +233,16 @@ def test_dreaming_serve_from_outside_and_a_graceful_stop(cli_env, database_url):
         assert httpx.post(f"{url}/v1/recall", headers=h, timeout=60, json={
             "user_id": "bob", "query": "Mount Tam hike"}).json()["memories"] == []
         assert httpx.delete(f"{url}/v1/users/bob", headers=h, timeout=30).json()["pairs"] == 0
+        # What a hostile client sends is a 422 naming the field, never a 500 (tests/test_service_hardening.py
+        # tries every route in process).
+        hostile = [(httpx.delete(f"{url}/v1/users/alice/sessions/%00", headers=h, timeout=30), "session_id"),
+                   (httpx.get(f"{url}/v1/users/alice/pairs?session_id=a%00b", headers=h, timeout=30), "session_id"),
+                   (httpx.get(f"{url}/v1/users/alice/subjects?search=%00", headers=h, timeout=30), "search"),
+                   (httpx.get(f"{url}/v1/users/alice/subjects?offset=99999999999999999999", headers=h, timeout=30),
+                    "offset"),
+                   (httpx.post(f"{url}/v1/recall", headers={**h, "content-type": "application/json"}, timeout=30,
+                               content='{"user_id": "alice", "query": "q", "k": ' + "9" * 5000 + "}"), "k")]
+        assert [(r.status_code, r.json()["error"]["field"]) for r, _ in hostile] == [(422, f) for _, f in hostile]
         # A large save (seconds of embedding) in flight when SIGTERM arrives still completes, whole.
         big = [pair(i, session="big", user_message=f"long day number {i} " * 40) for i in range(100, 500)]
         answer: list = []
@@ -282,19 +292,30 @@ def test_the_mcp_tools_through_the_sdks_client(cli_env):
                 "assistant_message": "Mount Tam has great views.", "dream_now": True})
             browsed = await client.call_tool("browse_memory", {"user_id": "alice"})
             subjects = await client.call_tool("browse_memory", {"user_id": "alice", "subjects": True, "search": "rach"})
+            every = await client.call_tool("browse_memory", {"user_id": "alice", "subjects": True, "limit": 50})
+            paged, cursor = [], None
+            while True:  # a page at a time, by the cursor each page returns
+                page = await client.call_tool("browse_memory", {"user_id": "alice", "subjects": True, "limit": 1,
+                                                                "cursor": cursor})
+                paged += [s["name"] for s in page.structured_content["subjects"]]
+                cursor = page.structured_content["next_cursor"]
+                if cursor is None:
+                    break
             first = browsed.structured_content["pairs"][0]["pair_id"]
             forgot = await client.call_tool("forget", {"user_id": "alice", "pair_ids": [first]})
             unclear = await client.call_tool("forget", {"user_id": "alice", "session_id": "chat-2", "everything": True})
             erased = await client.call_tool("forget", {"user_id": "alice", "everything": True})
             left = await client.call_tool("browse_memory", {"user_id": "alice"})
             return (tools, stored, twice, recalled, refused, dreamed, dated,
-                    (browsed, subjects, forgot, unclear, erased, left))
+                    (browsed, subjects, forgot, unclear, erased, left), (every, paged))
 
-    tools, stored, twice, recalled, refused, dreamed, dated, control = anyio.run(session)
+    tools, stored, twice, recalled, refused, dreamed, dated, control, (every, paged) = anyio.run(session)
     browsed, subjects, forgot, unclear, erased, left = control
     assert [p["user_message"] for p in browsed.structured_content["pairs"]] == [
         "My sister Rachel moved to Lisbon", "We hiked Mount Tam with Priya"]
     assert [s["name"] for s in subjects.structured_content["subjects"]] == ["Rachel"]
+    assert len(paged) >= 3 and paged == [s["name"] for s in every.structured_content["subjects"]]
+    assert every.structured_content["next_cursor"] is None
     assert forgot.structured_content["pairs"] == 1 and unclear.is_error and "exactly one" in str(unclear.content)
     assert erased.structured_content["pairs"] == 1 and left.structured_content["pairs"] == []
     assert recalled.structured_content["time"] is None

@@ -314,6 +314,49 @@ def test_malformed_bodies_are_refused_naming_the_body_or_the_field(service):
     assert client.post("/v1/recall", headers=h, json={"user_id": "u", "query": "q", "k": 3}).status_code == 200
 
 
+HUGE = "9" * 4400  # past Python's 4,300-digit limit for reading an integer (within the 5,000-byte body limit)
+
+
+def test_nul_out_of_range_and_oversized_numbers_are_refused_naming_the_field(service):
+    """Every route refuses a NUL, an integer its column cannot hold and a number too long to read with a 422
+    naming the field, and stores or deletes nothing for it."""
+    client, headers = service
+    h = {**headers["acme"], "content-type": "application/json"}
+    assert client.post("/v1/pairs", headers=h, json={"user_id": "alice", "pairs": [pair(1)]}).json()["inserted"] == 1
+    sent = [
+        (client.delete("/v1/users/alice/sessions/%00", headers=h), "session_id"),
+        (client.delete("/v1/users/alice/sessions/a%00b", headers=h), "session_id"),
+        (client.get("/v1/users/alice/pairs?session_id=a%00b", headers=h), "session_id"),
+        (client.get("/v1/users/alice/pairs?since=2024%00", headers=h), "since"),
+        (client.get("/v1/users/alice/pairs?cursor=%00", headers=h), "cursor"),
+        (client.get("/v1/users/alice/subjects?search=%00", headers=h), "search"),
+        (client.get("/v1/users/alice/subjects?offset=99999999999999999999", headers=h), "offset"),
+        (client.get("/v1/users/alice/subjects?limit=99999999999999999999", headers=h), "limit"),
+        (client.get("/v1/users/al%00ice/stats", headers=h), "user_id"),
+        (client.get("/v1/users/alice/subjects/%00", headers=h), "subject_id"),
+        (client.delete("/v1/pairs/%00", headers=h), "pair_id"),
+        (client.post("/v1/recall", headers=h, content=f'{{"user_id": "alice", "query": "q", "k": {HUGE}}}'), "k"),
+        (client.post("/v1/recall", headers=h, content=f'{{"user_id": "alice", "query": "q", "k": -{HUGE}}}'), "k"),
+        (client.post("/v1/recall", headers=h, content='{"user_id": "alice", "query": "q", "k": 1e999}'), "k"),
+        (client.post("/v1/recall", headers=h, json={"user_id": "alice", "query": "a\x00b"}), "query"),
+        (client.post("/v1/recall", headers=h, json={"user_id": "alice", "query": "q", "session_id": "\x00"}),
+         "session_id"),
+        (client.post("/v1/sync", headers=h, content=f'{{"user_id": "alice", "report": {HUGE}}}'), "report"),
+        (client.post("/v1/pairs", headers=h, content=f'{{"user_id": "alice", "pairs": [{{"session_id": "s", '
+                     f'"user_message": "m", "occurred_at": "2024-01-01T00:00:00Z", "turn_index": {HUGE}}}]}}'),
+         "turn_index"),
+        (client.post("/v1/pairs", headers=h, content='{"user_id": "alice", "strict": true, "pairs": [{"session_id": '
+                     '"s", "user_message": "m", "occurred_at": "2024-01-01T00:00:00Z", "metadata": {"x": 1e999}}]}'),
+         "pairs"),  # a strict batch: refused whole, each rejection naming its field
+    ]
+    for response, field in sent:
+        assert response.status_code == 422, (field, response.status_code, response.text)
+        assert response.headers["content-type"] == "application/json" and response.json()["error"]["field"] == field
+    assert sent[-1][0].json()["error"]["rejected"][0]["field"] == "metadata"
+    listed = client.get("/v1/users/alice/pairs", headers=h).json()["pairs"]
+    assert [p["user_message"] for p in listed] == [pair(1)["user_message"]]  # nothing stored, nothing forgotten
+
+
 def test_failed_authentications_are_throttled_per_address(database, database_url, embedder16, tmp_path):
     app = create_app(DreamingSettings(database_url=database_url, data_dir=tmp_path, serve_auth_failure_burst=3,
                                       serve_auth_failure_rate=0.1), database=database, embedder=embedder16)
@@ -406,6 +449,99 @@ def test_mcp_answers_every_line_and_shares_the_http_limits(cli_env):
         assert too_long["result"]["isError"] and "'query'" in too_long["result"]["content"][0]["text"]
         fine = send(call(8, "recall", {"user_id": "u", "query": "q", "k": 100}), 8)
         assert fine["id"] == 8 and not fine["result"].get("isError")
+        # Numbers too long to read, as the id or as an argument: a JSON-RPC error naming the field.
+        huge_id = send(b'{"jsonrpc": "2.0", "id": ' + HUGE.encode() + b', "method": "tools/list"}', 9)
+        assert huge_id["id"] is None and "'id'" in huge_id["error"]["message"]
+        huge_k = send(call(10, "recall", {"user_id": "u", "query": "q"})[:-3] + b', "k": ' + HUGE.encode() + b'}}}', 10)
+        assert huge_k["id"] == 10 and huge_k["error"]["code"] == -32602 and "'k'" in huge_k["error"]["message"]
+        for ident, (tool, arguments, field) in enumerate([
+                ("forget", {"user_id": "u", "session_id": "a\x00b"}, "session_id"),
+                ("browse_memory", {"user_id": "u", "subjects": True, "search": "\x00"}, "search"),
+                ("browse_memory", {"user_id": "u", "session_id": "\x00"}, "session_id"),
+                ("browse_memory", {"user_id": "u", "cursor": "\x00"}, "cursor"),
+                ("recall", {"user_id": "u", "query": "q", "session_id": "\x00"}, "session_id"),
+                ("remember", {"user_id": "u", "user_message": "a\x00", "assistant_message": "b", "session_id": "s"},
+                 "user_message")], start=11):
+            refused = send(call(ident, tool, arguments), ident)
+            assert refused["result"]["isError"] and f"'{field}'" in refused["result"]["content"][0]["text"], refused
+        assert send(call(17, "recall", {"user_id": "u", "query": "q"}), 17)["id"] == 17  # still serving
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
+_TOOL_ARGUMENTS = st.dictionaries(
+    st.sampled_from(["user_id", "query", "k", "session_id", "as_of", "pair_ids", "everything", "subjects", "search",
+                     "limit", "cursor", "user_message", "assistant_message", "occurred_at", "dream_now", "extra"]),
+    _JSON_VALUES | st.sampled_from(["u", "\x00", "a" * 5000, "\ud800"]) | st.integers(-2**70, 2**70), max_size=6)
+
+
+@st.composite
+def _hostile_lines(draw) -> tuple[bytes, str | None]:
+    """A line a hostile or broken client could send, and the id it must be answered with (None: any answer or
+    none, as for a notification)."""
+    ident = f"fuzz-{draw(st.integers(0, 10**9))}"
+    kind = draw(st.sampled_from(["bytes", "huge", "deep", "call", "json", "method"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=200)).replace(b"\n", b" ").replace(b"\r", b" "), None
+    if kind == "huge":
+        digits = "9" * draw(st.integers(4300, 6000))
+        where = draw(st.sampled_from(["id", "k", "limit", "turn"]))
+        if where == "id":
+            return f'{{"jsonrpc": "2.0", "id": {digits}, "method": "ping"}}'.encode(), None
+        return (f'{{"jsonrpc": "2.0", "id": "{ident}", "method": "tools/call", "params": {{"name": "recall", '
+                f'"arguments": {{"user_id": "u", "query": "q", "{where}": -{digits}}}}}}}').encode(), ident
+    if kind == "deep":
+        depth = draw(st.integers(1, 3000))
+        return ("[" * depth + "]" * depth).encode(), None
+    if kind == "call":
+        tool = draw(st.sampled_from(["recall", "remember", "browse_memory", "forget", "nope"]))
+        return json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+                           "params": {"name": tool, "arguments": draw(_TOOL_ARGUMENTS)}}).encode(), ident
+    if kind == "method":
+        return json.dumps({"jsonrpc": "2.0", "id": ident, "method": draw(st.text(max_size=20)),
+                           "params": draw(_JSON_VALUES)}).encode(), ident
+    return json.dumps(draw(_JSON_VALUES)).encode(), None
+
+
+def test_dreaming_mcp_survives_any_line(cli_env):
+    """Random bytes, numbers too long to read, deep nesting, wrong types, unknown methods: `dreaming mcp`
+    answers every request among them with its id and keeps serving (a ping after each line is answered)."""
+    process = subprocess.Popen([*CLI, "mcp", "--kg-id", "agents"], env={**os.environ}, cwd=PROJECT_ROOT,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    replies: dict[object, dict] = {}
+    reader = threading.Thread(target=lambda: [replies.setdefault(json.loads(line).get("id"), json.loads(line))
+                                              for line in process.stdout], daemon=True)
+    reader.start()
+
+    def send(raw: bytes) -> None:
+        process.stdin.write(raw + b"\n")
+        process.stdin.flush()
+
+    send(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}).encode())
+    wait_for(lambda: "init" in replies, 120, "the initialize reply")
+    send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    pings = iter(range(10**6))
+
+    @settings(max_examples=int(os.environ.get("DREAMING_FUZZ_EXAMPLES", 15)) * 4, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(line=_hostile_lines())
+    def each_line_is_answered(line: tuple[bytes, str | None]) -> None:
+        raw, ident = line
+        send(raw)
+        ping = f"ping-{next(pings)}"
+        send(json.dumps({"jsonrpc": "2.0", "id": ping, "method": "ping"}).encode())
+        # Requests run concurrently: a tool call may be answered after the ping that follows it.
+        wait_for(lambda: (ping in replies and (ident is None or ident in replies)) or process.poll() is not None,
+                 120, f"the answers after {raw[:80]!r}")
+        assert process.poll() is None, f"dreaming mcp exited on {raw[:80]!r}"
+
+    try:
+        each_line_is_answered()
     finally:
         process.stdin.close()
         process.wait(timeout=60)

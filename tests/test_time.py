@@ -6,13 +6,14 @@ from __future__ import annotations
 import csv
 import json
 import random
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreaming_dagster.dates.expressions import FIRST_DAY, LAST_DAY, TimeRange, find_times, resolve
+from dreaming_dagster.dates.finding import read_labelled, score
 from dreaming_dagster.dates.questions import MARGIN_DAYS, read_question
 from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.ingest.embedding import user_stats
@@ -29,6 +30,7 @@ from dreaming_dagster.retrieval.recaller import (
     Recaller,
     TimeSide,
     composite_rows,
+    validate_request,
 )
 from dreaming_dagster.retrieval.signals import range_fit, time_fit
 from tests.conftest import PROJECT_ROOT, pair
@@ -67,10 +69,49 @@ def test_early_mid_and_late_split_each_kind_of_period():
     assert {text: (r.first_day, r.last_day) for text in cases if (r := resolve(text, day))} == cases
 
 
-def test_a_reference_time_is_read_as_its_utc_day():
-    late_evening_in_new_york = datetime(2023, 5, 20, 23, 30, tzinfo=UTC) - timedelta(hours=-4)
-    assert resolve("yesterday", late_evening_in_new_york).first_day == date(2023, 5, 20)
+def test_a_reference_time_is_read_on_its_own_calendar():
+    """A time with an offset is read on the day it was where it was written; a naive time as UTC."""
+    late_evening_in_new_york = datetime(2023, 5, 20, 23, 30, tzinfo=timezone(timedelta(hours=-4)))
+    assert resolve("yesterday", late_evening_in_new_york).first_day == date(2023, 5, 19)
     assert resolve("yesterday", datetime(2023, 5, 20, 12, 0)).first_day == date(2023, 5, 19)  # naive: UTC
+    # The caller's 1 December (30 November in UTC): "last month" is November.
+    kiribati = datetime(2024, 12, 1, 0, 30, tzinfo=timezone(timedelta(hours=14)))
+    window = read_question("what did I buy last month?", kiribati).window
+    assert (window.first_day, window.last_day) == (date(2024, 11, 1), date(2024, 11, 30))
+    request = validate_request("alice", "what did I buy last month?", as_of="2024-12-01T00:30:00+14:00")
+    assert read_question(request.query, request.as_of).window == window  # as recall reads an as_of
+
+
+def test_times_are_found_where_people_write_them():
+    """The labelled set of real sentences (user turns of the LongMemEval oracle; bench/time_finding.py reports
+    it) keeps its precision and recall, and the sentences a reader dates differently from the nearest-day
+    convention are read as the reader would."""
+    scored = score(read_labelled(PROJECT_ROOT / "tests" / "data" / "time_sentences.tsv")).as_dict()
+    assert scored["sentences"] >= 300 and scored["negatives"] >= 100
+    for measure in ("finding_precision", "finding_recall", "resolving_precision", "resolving_recall"):
+        assert scored[measure] >= 0.95, (measure, scored["errors"])
+    sunday = date(2024, 12, 1)
+
+    def read(text: str) -> list[tuple[str, date, date]]:
+        return [(m.text, m.range.first_day, m.range.last_day) for m in find_times(text, sunday)]
+
+    saturday, friday, monday = date(2024, 11, 30), date(2024, 11, 29), date(2024, 11, 25)
+    assert read("Last Saturday was my sister's wedding") == [("Last Saturday", saturday, saturday)]
+    assert read("This Friday is my day off") == [("This Friday", friday, friday)]
+    assert read("Monday was rough") == [("Monday", monday, monday)]
+    for nothing in ("May I ask you something?", "I tried it a second time", "She wore her Sunday best",
+                    "We read about it in the fall of the empire", "He took 3rd place", "I could not fall asleep",
+                    "I swim on Sundays", "I work Monday to Friday", "We watched Halloween Horror Nights"):
+        assert read(nothing) == [], nothing
+    # Past tense reads the last one before the day; the future the next one after it.
+    march_2024 = (date(2024, 3, 1), date(2024, 3, 31))
+    asked = read_question("When did I go to the dentist in March?", sunday).window
+    assert (asked.first_day, asked.last_day) == march_2024
+    assert read("I'm going to the dentist in March")[0][1:] == (date(2025, 3, 1), date(2025, 3, 31))
+    assert read("I went to Rome on June 3")[0][1:] == (date(2024, 6, 3), date(2024, 6, 3))
+    assert read("I'll see her on Thursday")[0][1:] == (date(2024, 12, 5), date(2024, 12, 5))
+    between = read_question("What did I buy between 1999 and 1990?", sunday).window
+    assert (between.first_day, between.last_day) == (date(1990, 1, 1), date(1999, 12, 31))
 
 
 TIME_WORDS = ["last", "next", "this", "the", "ago", "in", "before", "after", "between", "and", "or", "since",

@@ -3,7 +3,7 @@
 A small grammar, deterministic and offline: "yesterday", "last Saturday", "on the 3rd of June", "two weeks
 ago", "in May", "this weekend", "the summer of 2021", "early last month", "Christmas Eve", "in the last
 three months", "two days before Easter". Each resolves against a reference (the time a pair was said, or
-the time a question is asked) into a :class:`TimeRange`: a first and a last day (inclusive, UTC days) and
+the time a question is asked) into a :class:`TimeRange`: a first and a last day (inclusive) and
 the granularity the expression speaks in (day, week, month, season, year). An expression that names an
 event the grammar does not know ("the day before my birthday") resolves to None, never an error.
 
@@ -13,7 +13,11 @@ Conventions where English is ambiguous (docs/dreaming.md, "How time is read"):
   reference's week; "next Saturday" the first after the reference day; a bare "Saturday" the nearest one
   (ties to the past);
 - a month or a day named without a year ("in May", "June 3") is its nearest occurrence to the reference
-  (ties to the past): said in February, "in May" is the coming May; said in July, the May just gone;
+  (ties to the past): said in February, "in May" is the coming May; said in July, the May just gone; found in
+  a clause that speaks only of the past ("did", "was", "went", "-ed") a bare month, date, weekday, holiday or
+  season is the last one on or before the reference day, in one that speaks only of the future ("will",
+  "going to", "thinking of") the next one on or after it (:func:`find_times`);
+- a reference time is read on its own calendar (its offset's day; a naive time is UTC);
 - "N weeks ago" is the Monday–Sunday week holding the day N×7 days back; "N months ago" the calendar month;
 - "in the last N days/weeks/months" is a rolling range ending on the reference day; "a couple" is 2,
   "a few" and "several" 3; "recently", "lately" and "the other day" are vague (the last 30 or 7 days);
@@ -28,7 +32,7 @@ import calendar
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from dateutil.easter import easter
 
@@ -114,6 +118,9 @@ def _week_of(day: date) -> TimeRange:
     return _span(monday, monday + 6, "week")
 
 
+# Words after a season that make it a kind of thing, not a time ("fall foliage", "summer drinks", "fall asleep").
+_SEASON_NOUNS = r"(?:asleep|apart|behind|down|off|over|foliage|colou?rs?|leaves|collection|clothes|wardrobe|coats?|" \
+    r"jackets?|fashion|menu|drinks?|recipes?|vegetables|produce|squash|flowers|allergies|fling|sale)\b"
 SEASON_START = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 
 
@@ -179,6 +186,8 @@ _SEASON = r"(?P<season>spring|summer|fall|autumn|winter)"
 _RELATIVE = r"(?P<relative>last|this|next|past|previous|coming)"
 _PART = r"(?P<part>early|earlier|mid|middle|late|later|beginning|start|end)"
 
+_HOLIDAY_NOUNS = r"horror|theme|themed|decorations?|costumes?|movies?|candy|specials?|sales?|cards?|tree|lights|" \
+    r"songs?|music|spirit|vibes?|services?|mass|markets?|sweaters?|cookies|dinners|traditions?"
 HOLIDAYS: dict[str, Callable[[int], date]] = {
     "christmas eve": lambda y: date(y, 12, 24),
     "christmas day": lambda y: date(y, 12, 25),
@@ -214,7 +223,8 @@ HOLIDAYS: dict[str, Callable[[int], date]] = {
     "labor day": lambda y: _nth_weekday(y, 9, 0, 1),
     "labour day": lambda y: _nth_weekday(y, 9, 0, 1),
 }
-_HOLIDAY = rf"(?P<holiday>{_alternation(HOLIDAYS)})"
+_HOLIDAY = rf"(?P<holiday>{_alternation(HOLIDAYS)})(?!-|\s+(?:{_HOLIDAY_NOUNS})\b)"
+
 
 
 def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date:
@@ -315,7 +325,7 @@ def _week_before_last(m, ref):
 
 @rule(rf"{_NUM}\s+{_UNIT}\s+(?P<direction>ago|back|earlier|from\s+now|later)", "unit")
 # "in two weeks" (not "in a day", which is mostly a duration: "twice in a day").
-@rule(rf"(?P<direction>in)\s+(?!an?\s){_NUM}\s+{_UNIT}(?:'?s)?(?:\s+time)?", "unit")
+@rule(rf"(?P<direction>in)\s+(?!an?\s+(?:day|week|fortnight|month|year|decade)){_NUM}\s+{_UNIT}(?:'?s)?(?:\s+time)?", "unit")
 def _units_away(m, ref):
     count, unit = _number(m["count"]), m["unit"].lower()
     sign = 1 if m["direction"].lower() in ("in", "from now", "later") else -1
@@ -372,7 +382,7 @@ def _week_of_month(m, ref):
     return _span(first.replace(day=7 * nth - 6), first.replace(day=min(7 * nth, last.day)), "week")
 
 
-@rule(r"(?:(?:this|last|next|coming|previous|the)\s+)?weekend", "unit")
+@rule(r"(?:this|last|next|coming|previous|the)\s+(?:long\s+)?weekend", "unit")
 def _weekend(m, ref):
     words = m[0].lower().split()
     if words[0] in ("this", "last", "next", "coming", "previous"):
@@ -386,8 +396,12 @@ def _relative_period(m, ref):
     return _period(m["period"], m["relative"], ref)
 
 
-# Not "Saturday mornings" or "Sundays": habits, not dates.
-@rule(rf"(?:(?P<relative>last|this|next|coming|previous|on|the)\s+)?{_WEEKDAY}(?!s\b|\s+\w+s\b)"
+# Not "Sundays", "Saturday mornings" or "Sunday brunches" (habits), nor "Sunday best" or "Monday blues" (no
+# day at all); but "Monday was rough" and "Friday is my day off" are days: a word ending in "s" after the
+# weekday is a plural noun unless it is one of the verbs a weekday is the subject of.
+_WEEKDAY_VERBS = r"is|was|has|does|goes|seems|sounds|looks|works|suits|means|feels|starts|begins|ends"
+@rule(rf"(?:(?P<relative>last|this|next|coming|previous|on|the)\s+)?{_WEEKDAY}"
+      rf"(?!s\b|\s+(?!(?:{_WEEKDAY_VERBS})\b)[a-z]+s\b|\s+(?:best|school|blues|roast|league|night\s+live)\b)"
       r"(?:\s+(?:morning|afternoon|evening|night))?", "weekday")
 def _weekday(m, ref):
     target = WEEKDAYS[m["weekday"].lower()]
@@ -467,7 +481,8 @@ def _season_of_year(m, ref):
     return _part_of(whole, m["part"]) if m["part"] else whole
 
 
-@rule(rf"(?:(?P<relative>last|this|next|previous|coming|the)\s+)?{_SEASON}", "season")
+@rule(rf"(?:(?P<relative>last|this|next|previous|coming|the)\s+)?{_SEASON}(?!\s+(?:of\b|{_SEASON_NOUNS}))",
+      "season")
 def _season_name(m, ref):
     name, relative = m["season"].lower(), (m["relative"] or "").lower()
     current = _season_holding(name, ref)  # the latest one started: under way, or the one just gone
@@ -583,10 +598,10 @@ def resolve_day(expression: str, reference: date) -> TimeRange | None:
 
 
 def reference_day(reference: datetime | date) -> date:
-    """The UTC day of a reference time (a date is its own day; a naive time is read as UTC)."""
-    if isinstance(reference, datetime):
-        return (reference.astimezone(UTC) if reference.tzinfo else reference).date()
-    return reference
+    """The day of a reference time where it was written: a time with an offset is read on its own calendar
+    ("2024-12-01T00:30+14:00" is 1 December, though 30 November in UTC), a naive time as UTC, a date is its
+    own day."""
+    return reference.date() if isinstance(reference, datetime) else reference
 
 
 def resolve(expression: str, reference: datetime | date) -> TimeRange | None:
@@ -604,7 +619,7 @@ TRIGGERS = re.compile(
     rf"this\s+(?:morning|afternoon|evening))|(?P<unit>(?:day|week|weekend|fortnight|month|year|decade)s?)|"
     rf"(?P<weekday>{_alternation(WEEKDAYS)})|(?P<month>{_alternation(MONTHS)})|"
     rf"(?P<season>spring|summer|fall|autumn|winter)|(?P<vague>recently|lately|other\s+day|while)|"
-    rf"(?P<numeric>\d{{1,4}}[/-]\d)|(?P<ordinal>\d{{1,2}}(?:st|nd|rd|th))|(?P<decade>['’]?\d0'?s)|(?P<year>[12]\d{{3}}))\b",
+    rf"(?P<numeric>\d{{1,4}}[/-]\d{{1,2}})|(?P<ordinal>\d{{1,2}}(?:st|nd|rd|th))|(?P<decade>['’]?\d0'?s)|(?P<year>[12]\d{{3}}))\b",
     re.IGNORECASE)
 # Words that make a weak match a time: "in May" (not "I may"), "in the fall" (not "a fall"), "in 2019"
 # (not "2019 calories"), "on Saturday" said in lower case.
@@ -613,9 +628,11 @@ CONTEXT_WORDS = frozenset(["in", "on", "of", "since", "during", "by", "until", "
                            "between", "and", "or", "to"])
 MONTH_CONTEXT_WORDS = frozenset(["in", "of", "since", "during", "by", "until", "till", "from", "before", "after",
                                  "around", "through", "early", "late", "mid", "between", "and", "or"])
-HABIT_WORDS = frozenset(["my", "our", "your", "his", "her", "their", "every", "each", "most", "usual"])
+HABIT_WORDS = frozenset(["my", "our", "your", "his", "her", "their", "every", "each", "most", "usual", "a", "an"])
+_WEEKDAY_SPAN = re.compile(rf"\s*(?:to|through|thru|till|until|[-–])\s*(?:{_alternation(WEEKDAYS)})\b", re.IGNORECASE)
+_SPAN_BEFORE = re.compile(rf"\b(?:{_alternation(WEEKDAYS)})\s*(?:to|through|thru|till|until|[-–])\s*$", re.IGNORECASE)
 _ANCHORED = {_shifted, _day_next_to}
-_SCAN_RULES = [(re.compile(rf"(?<![\w'’/-])(?:{pattern.pattern})(?![\w'’]|/\d|-\d)", re.IGNORECASE), function)
+_SCAN_RULES = [(re.compile(rf"(?<![\w'’/-])(?:{pattern.pattern})(?![\w]|['’](?!s\b)|/\d|-\d)", re.IGNORECASE), function)
                for pattern, function in RULES if function not in _ANCHORED]
 _BEFORE_ANCHOR = re.compile(rf"(?:(?:{_NUM}\s+{_UNIT})|(?:the\s+)?day)\s+(?:before|after)\s+$", re.IGNORECASE)
 _WORD_BEFORE = re.compile(r"([A-Za-z]+)\W*$")
@@ -632,6 +649,10 @@ def _context_words(match: re.Match, function: Rule) -> frozenset[str] | None:
         month = groups["month"]
         if groups["year"] or groups["part"] or groups["relative"]:
             return None
+        before = _WORD_BEFORE.search(match.string, 0, match.start())
+        if before and before.group(1)[0].isupper() and before.group(1).lower() not in CONTEXT_WORDS \
+                and not re.search(r"[.!?:;]", match.string[before.end(1):match.start()]):
+            return frozenset()
         if month.lower() in _AMBIGUOUS_MONTHS:
             return frozenset() if month.islower() or len(month) <= 4 and month.lower() != "may" \
                 else MONTH_CONTEXT_WORDS
@@ -644,7 +665,9 @@ def _context_words(match: re.Match, function: Rule) -> frozenset[str] | None:
         return None if groups["year"] and len(groups["year"]) == 4 else frozenset(["on"])
     if function is _weekday:
         before = _WORD_BEFORE.search(match.string, 0, match.start())
-        if before is not None and before.group(1).lower() in HABIT_WORDS:  # "my Sunday rides", "every Monday"
+        # "my Sunday rides", "every Monday" (not "I'll see her on Monday": the word before is not the day's)
+        if not groups["relative"] and before is not None and before.group(1).lower() in HABIT_WORDS \
+                or _WEEKDAY_SPAN.match(match.string, match.end()) or _SPAN_BEFORE.search(match.string, 0, match.start()):
             return frozenset()
         return CONTEXT_WORDS if match[0].islower() and not groups["relative"] else None
     if function is _day_of_month:
@@ -686,6 +709,71 @@ def find_times(text: str, reference: datetime | date) -> list[Mention]:
                 start = anchor.start()
         if resolved is None:
             resolved = resolve_day(match[0], ref)
+            tense = _tense(text, start) if resolved is not None else None
+            if resolved is not None and re.search(r"\bsince\s+$", text[max(0, start - 8):start], re.IGNORECASE):
+                tense = "past"  # "since March 25th" points back, whatever the clause says of the future
+            if tense == "past" and resolved.first_day > ref:
+                resolved = _another_occurrence(match, _function, resolved, ref, -1)
+            elif tense == "future" and resolved.last_day < ref:
+                resolved = _another_occurrence(match, _function, resolved, ref, 1)
         if resolved is not None:
             taken.append(Mention(start, end, text[start:end], resolved))
     return sorted(taken, key=lambda m: m.start)
+
+
+# What tells that a clause speaks of the past ("When did I go…", "Monday was rough", "I visited…") or of what
+# is still to come ("I'll go…", "we are going to…", "I'm thinking of…"): a bare month, date, weekday, holiday
+# or season in the past is the last one before the reference day, in the future the next one after it, and
+# otherwise the nearest.
+_CLAUSE_END = re.compile(r"[.!?;\n]|,\s+(?:and|but|so)\s|\s(?:but|and then)\s|\s(?:and|but)\s+(?=I\b)")
+_PAST = re.compile(
+    r"\b(?:did|didn't|was|wasn't|were|weren't|went|had|got|came|made|took|saw|met|bought|spent|told|said|gave|"
+    r"found|left|felt|ate|ran|wrote|read|heard|thought|began|became|kept|sent|brought|paid|won|lost|sold|held|"
+    r"ago|used\s+to|[a-z]{2,}(?<!need)(?<!seed)(?<!feed)(?<!speed)(?<!exceed)(?<!proceed)(?<!succeed)"
+    r"(?<!indeed)(?<!breed)(?<!interest)(?<!excit)(?<!bor)(?<!schedul)(?<!plann)(?<!expect)(?<!supposed)ed)\b",
+    re.IGNORECASE)
+_FUTURE = re.compile(r"\b(?:will|won't|shall|gonna|going\s+to|plan(?:ning|s)?\s+to|planning|hop(?:e|ing)\s+to|"
+                     r"want\s+to|would\s+like|next|upcoming|coming|soon|tomorrow|scheduled|expecting|"
+                     r"thinking\s+(?:of|about)|considering|could|look(?:ing)?\s+forward)\b|'ll\b", re.IGNORECASE)
+
+
+def _tense(text: str, position: int) -> str | None:
+    """"past" or "future" when the clause around ``position`` speaks only of one of them; None otherwise."""
+    starts = [m.end() for m in _CLAUSE_END.finditer(text, 0, position)]
+    after = _CLAUSE_END.search(text, position)
+    clause = text[starts[-1] if starts else 0:after.start() if after else len(text)]
+    past, future = bool(_PAST.search(clause)), bool(_FUTURE.search(clause))
+    return "past" if past and not future else "future" if future and not past else None
+
+
+def _another_occurrence(match: re.Match, function: Rule, found: TimeRange, ref: date, step: int) -> TimeRange:
+    """The occurrence of a bare month, date, weekday, holiday or season one period before (``step`` -1) or after
+    (+1) ``found``, when that lies on the reference day's side it was asked for; ``found`` otherwise (an
+    expression that is not bare, such as "next May" or "June 2025", is kept as read)."""
+    groups = match.groupdict()
+    if (groups.get("relative") or "on").lower() not in ("on", "the") or groups.get("year"):
+        return found
+    first = found.first_day
+    if function in (_month_name, _season_name):
+        months = _month_index(first.year, first.month) + 12 * step
+        whole = _month(months) if function is _month_name else \
+            _span(_month(months).first_day, _month(months + 2).last_day, "season")
+        part = groups.get("part")
+        moved = _part_of(whole, part.split()[-2] if " " in part else part) if part else whole
+        return _keep_side(moved, found, ref, step)
+    try:
+        if function is _weekday:
+            other = _shift(first, 7 * step)
+        elif function in (_date_in_words, _numeric_date):
+            other = first.replace(year=first.year + step)
+        elif function is _holiday:
+            other = HOLIDAYS[re.sub(r"\s+", " ", groups["holiday"].lower())](first.year + step)
+        else:
+            return found
+    except ValueError:  # 29 February, or past the calendar's ends
+        return found
+    return _keep_side(_span(other, other, found.granularity, found.certainty), found, ref, step)
+
+
+def _keep_side(moved: TimeRange, found: TimeRange, ref: date, step: int) -> TimeRange:
+    return moved if (moved.first_day <= ref if step < 0 else moved.last_day >= ref) else found

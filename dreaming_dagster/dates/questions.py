@@ -106,9 +106,8 @@ def read_question(question: str, as_of: datetime | date) -> TimeQuery:
             and _is_time(between["b"], mentions, between.start("b")):
         first = [m for m in mentions if between.start("a") <= m.start < between.end("a")]
         last = [m for m in mentions if between.start("b") <= m.start < between.end("b")]
-        window = TimeRange(first[0].range.first_day, max(last[-1].range.last_day, first[0].range.first_day),
-                           _hull([first[0].range, last[-1].range]).granularity,
-                           min(first[0].range.certainty, last[-1].range.certainty))
+        # In order whichever side is written first: "between 1999 and 1990" is the 1990s to 1999.
+        window = _hull([first[0].range, last[-1].range])
         return TimeQuery(window, "between", text[first[0].start:last[-1].end], order)
     if between and not between["a"].lower().startswith(("now", "today")):
         sides = (_side(between["a"]), _side(between["b"]))

@@ -16,6 +16,8 @@ a graph that already has subjects only the pairs are saved, and dreaming makes t
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -24,7 +26,15 @@ from psycopg.types.json import Jsonb
 
 from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
-from dreaming_dagster.ingest.records import InvalidInputError, MemoryPair, parse_pair, validate_identifier
+from dreaming_dagster.ingest.records import (
+    MAX_MESSAGE_CHARS,
+    MAX_TURN_INDEX,
+    InvalidInputError,
+    MemoryPair,
+    checked_text,
+    parse_pair,
+    validate_identifier,
+)
 from dreaming_dagster.ingest.save import SaveResult, save_validated_pairs
 from dreaming_dagster.memory import ready_database
 from dreaming_dagster.memory.inspection import jsonable
@@ -32,10 +42,12 @@ from dreaming_dagster.pipeline.stages import user_graph_lock, write_pair_times
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.storable import json_problem, text_problem
 
 FORMAT = "dreaming-memory"
 VERSION = 1
 CHUNK = 256
+MAX_SUBJECT_CHARS = 1000
 
 
 def export_lines(user_id: str, kg_id: str = "default", *, database: Database | None = None) -> Iterator[str]:
@@ -92,19 +104,21 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
                    database: Database | None = None, embedder: Embedder | None = None, embed: bool = True,
                    batch_size: int = 64) -> Imported:
     """Import an export's records ((where, record) in file order, the header first) as ``user_id``'s memory in
-    the graph ``kg_id``. A record that is not valid is refused with the line and field named, before
-    anything is stored."""
+    the graph ``kg_id``. The whole file is checked first (:func:`read_export`: a bad record is refused with
+    its line and field named); then everything is stored in one transaction, so a failure stores nothing."""
     from dreaming_dagster.config.runtime import default_embedder
 
     user_id, kg_id = validate_identifier(user_id, "user_id"), validate_identifier(kg_id, "kg_id")
-    database, embedder = ready_database(database), embedder or default_embedder()
-    pairs, dreams, subjects = _read(records)
+    embedder = embedder or default_embedder()
+    database = ready_database(database, embedder)
+    pairs, dreams, subjects = read_export(records)
     result = Imported(saved=SaveResult())
-    for start in range(0, len(pairs), CHUNK):
-        result.saved.merge(save_validated_pairs(database, embedder, user_id, kg_id, pairs[start:start + CHUNK],
-                                                embed=embed, batch_size=batch_size, index_words=True))
     params = {"user_id": user_id, "kg_id": kg_id}
     with user_graph_lock(database, user_id, kg_id), database.connect() as conn, conn.transaction():
+        for start in range(0, len(pairs), CHUNK):
+            result.saved.merge(save_validated_pairs(database, embedder, user_id, kg_id, pairs[start:start + CHUNK],
+                                                    embed=embed, batch_size=batch_size, index_words=True,
+                                                    connection=conn))
         if conn.execute(load_sql("export/graph_subject_count"), params).fetchone()["subjects"]:
             return result
         ids = {row["content_hash"]: row["id"] for row in conn.execute(load_sql("export/pair_ids_by_hash"), {
@@ -124,24 +138,80 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
             extracted = dream.get("extracted_subjects")
             if extracted is not None:
                 extracted = [dict(item, subject_id=str(new_ids[item["subject_id"]]))
-                             if item.get("subject_id") in new_ids else item for item in extracted]
+                             if isinstance(item, dict) and item.get("subject_id") in new_ids else item
+                             for item in extracted]
             conn.execute(load_sql("export/pair_dreamed"), {
                 **params, "pair_id": pair_id, "summary": dream.get("summary"),
                 "extracted_subjects": Jsonb(extracted) if extracted is not None else None,
                 "extracted": bool(dream.get("extracted")), "linked": bool(dream.get("linked")),
                 "dated": bool(dream.get("dated"))})
             for source in ("text", "llm"):
-                times = [t for t in dream.get("times") or [] if t.get("source") == source]
+                times = [t for t in dream.get("times") or [] if t["source"] == source]
                 if times:
                     write_pair_times(conn, user_id, kg_id, source,
                                      [(pair_id, t["position"], t["expression"], _time_range(t)) for t in times])
             for ref in dream.get("subjects") or []:
-                conn.execute(load_sql("export/insert_link"), {**params, "subject_id": new_ids[ref],
-                                                              "pair_id": pair_id})
-                result.links += 1
+                result.links += conn.execute(load_sql("export/insert_link"), {
+                    **params, "subject_id": new_ids[ref], "pair_id": pair_id}).rowcount
         result.subjects, result.graph_imported = len(subjects), True
     refresh_profile(database, user_id, kg_id, centroid_tolerance=0.0)
     return result
+
+
+def read_export(records: Iterable[tuple[str, object]]) -> tuple[list[MemoryPair], list[dict], list[dict]]:
+    """Check a whole export before anything is stored and split it: the pairs (each checked as any saved pair),
+    their dreams and the subjects. Refused (:class:`InvalidInputError` naming the line and field): a first line
+    that is no header of this format and version; header counts the file does not hold; a subject ref or a
+    live subject's name twice; a pair twice; a reference to a subject the file does not hold; a value of a
+    subject or a dream the database could not store."""
+    header, header_where = None, None
+    pairs, dreams, subjects = [], [], []
+    refs: dict[str, str] = {}  # ref → where
+    live_names: dict[str, str] = {}
+    hashes: dict[str, str] = {}
+    references: list[tuple[str, str, str]] = []  # (ref, field, where) to check once every subject is read
+    for n, (where, record) in enumerate(records):
+        if n == 0:
+            header, header_where = _header(record, where), where
+            continue
+        if not isinstance(record, dict):
+            raise InvalidInputError("record", "must be an object", where)
+        if "subject" in record:
+            subject = _subject(record, where)
+            if subject["ref"] in refs:
+                raise InvalidInputError("subject.ref", f"{subject['ref']!r} is also the ref of {refs[subject['ref']]}",
+                                        where)
+            refs[subject["ref"]] = where
+            if subject["archived_at"] is None:
+                if subject["name"] in live_names:
+                    raise InvalidInputError("subject.name", f"{subject['name'][:60]!r} is also the name of the live "
+                                            f"subject of {live_names[subject['name']]}", where)
+                live_names[subject["name"]] = where
+            references += [(subject[key], f"subject.{key}", where) for key in ("merged_into", "superseded_by")
+                           if subject[key] is not None]
+            subjects.append(subject)
+            continue
+        pair = parse_pair({k: v for k, v in record.items() if k != "dream"}, where)
+        if pair.content_hash in hashes:
+            raise InvalidInputError("record", f"repeats the pair of {hashes[pair.content_hash]}", where)
+        hashes[pair.content_hash] = where
+        dream = _dream(record.get("dream"), where)
+        references += [(ref, "dream.subjects", where) for ref in dream["subjects"]]
+        references += [(item["subject_id"], "dream.extracted_subjects", where) for item in dream["extracted_subjects"]
+                       or [] if isinstance(item, dict) and _is_ref(item.get("subject_id"))]
+        pairs.append(pair)
+        dreams.append(dream)
+    if header is None:
+        raise InvalidInputError("export", "the file is empty: an export starts with its header line")
+    for ref, field_name, where in references:
+        if ref not in refs:
+            raise InvalidInputError(field_name, f"names the subject {str(ref)[:40]!r}, which the file does not hold",
+                                    where)
+    for name, found in (("pairs", len(pairs)), ("subjects", len(subjects))):
+        if header[name] != found:
+            raise InvalidInputError(f"export.{name}", f"the header counts {header[name]:,} {name}; the file holds "
+                                    f"{found:,} (cut short or joined with another file?)", header_where)
+    return pairs, dreams, subjects
 
 
 # ------------------------------------------------------------------------------------------------ internals
@@ -159,33 +229,113 @@ def _with_ref(item: object, refs: dict[str, str]) -> object:
     return item
 
 
-def _read(records: Iterable[tuple[str, object]]) -> tuple[list[MemoryPair], list[dict], list[dict]]:
-    """Split and check an export's records: pairs (validated as any pair), their dreams, and subjects."""
-    pairs, dreams, subjects, refs = [], [], [], set()
-    for n, (where, record) in enumerate(records):
-        if n == 0:
-            if not is_export(record):
-                raise InvalidInputError("export", "the first line is not an export header", where)
-            continue
-        if not isinstance(record, dict):
-            raise InvalidInputError("record", "must be an object", where)
-        if "subject" in record:
-            subject = record["subject"]
-            if not isinstance(subject, dict) or not isinstance(subject.get("name"), str) or not subject.get("ref"):
-                raise InvalidInputError("subject", "needs a name and a ref", where)
-            subject = dict(subject, **{key: _timestamp(subject.get(key), key, where) for key in _TIMES})
-            subjects.append(subject)
-            refs.add(subject["ref"])
-            continue
-        dream = record.get("dream") or {}
-        if not isinstance(dream, dict):
-            raise InvalidInputError("dream", "must be an object", where)
-        pairs.append(parse_pair({k: v for k, v in record.items() if k != "dream"}, where))
-        dreams.append(dream)
-    unknown = {ref for dream in dreams for ref in dream.get("subjects") or [] if ref not in refs}
-    if unknown:
-        raise InvalidInputError("dream.subjects", f"names subjects the file does not hold: {sorted(unknown)[:5]}")
-    return pairs, dreams, subjects
+def _header(record: object, where: str) -> dict:
+    if not is_export(record):
+        raise InvalidInputError("export", "the first line is not an export header", where)
+    header = record["export"]
+    if header.get("version") != VERSION or isinstance(header.get("version"), bool):
+        raise InvalidInputError("export.version", f"is {str(header.get('version'))[:20]!r}; this instance reads "
+                                f"version {VERSION}", where)
+    for name in ("pairs", "subjects"):
+        if isinstance(header.get(name), bool) or not isinstance(header.get(name), int) or header[name] < 0:
+            raise InvalidInputError(f"export.{name}", "must be a count (an integer ≥ 0)", where)
+    return header
+
+
+def _is_ref(value: object) -> bool:
+    return isinstance(value, str) and bool(_REF.fullmatch(value))
+
+
+_REF = re.compile(r"s\d{1,9}")
+
+
+def _subject(record: dict, where: str) -> dict:
+    """A subject line's fields checked as its columns would take them."""
+    subject = record["subject"]
+    if not isinstance(subject, dict):
+        raise InvalidInputError("subject", "must be an object", where)
+
+    def check(name: str, test, wanted: str, default=None):
+        value = subject.get(name, default)
+        if not test(value):
+            raise InvalidInputError(f"subject.{name}", f"must be {wanted}, got {str(value)[:40]!r}", where)
+        return value
+
+    checked = {
+        "ref": check("ref", _is_ref, "a ref such as 's12'"),
+        "name": _text(subject.get("name"), "subject.name", where, max_chars=MAX_SUBJECT_CHARS, required=True),
+        "description": _text(subject.get("description") or "", "subject.description", where,
+                             max_chars=MAX_MESSAGE_CHARS),
+        "type": _text(subject.get("type") or "other", "subject.type", where, max_chars=MAX_SUBJECT_CHARS),
+        "key_subject": check("key_subject", lambda v: isinstance(v, bool), "true or false", False),
+        "importance": check("importance", lambda v: _number(v) and 0 <= v <= 1, "a number from 0 to 1", 0.5),
+        "reinforcement_count": check("reinforcement_count", lambda v: _integer(v) and 0 <= v <= MAX_TURN_INDEX,
+                                     f"an integer from 0 to {MAX_TURN_INDEX}", 1),
+        "pinned": check("pinned", lambda v: isinstance(v, bool), "true or false", False),
+        "archive_reason": None if subject.get("archive_reason") is None else _text(
+            subject["archive_reason"], "subject.archive_reason", where, max_chars=MAX_SUBJECT_CHARS),
+        "merged_into": check("merged_into", lambda v: v is None or _is_ref(v), "a subject ref or null"),
+        "superseded_by": check("superseded_by", lambda v: v is None or _is_ref(v), "a subject ref or null"),
+    }
+    times = {key: _timestamp(subject.get(key), key, where) for key in _TIMES}
+    now = datetime.now(UTC)  # the two times every subject has, when a file leaves them out
+    return checked | times | {"created_at": times["created_at"] or now, "last_seen_at": times["last_seen_at"] or now}
+
+
+def _dream(dream: object, where: str) -> dict:
+    """A pair line's ``dream``: what dreaming made of it, checked as its tables would take it."""
+    dream = {} if dream is None else dream
+    if not isinstance(dream, dict):
+        raise InvalidInputError("dream", "must be an object", where)
+    for flag in ("extracted", "linked", "dated"):
+        if not isinstance(dream.get(flag, False), bool):
+            raise InvalidInputError(f"dream.{flag}", "must be true or false", where)
+    summary = dream.get("summary")
+    if summary is not None:
+        _text(summary, "dream.summary", where, max_chars=MAX_MESSAGE_CHARS)
+    subjects = dream.get("subjects") or []
+    if not isinstance(subjects, list) or not all(_is_ref(ref) for ref in subjects):
+        raise InvalidInputError("dream.subjects", "must be a list of subject refs", where)
+    if len(set(subjects)) != len(subjects):
+        raise InvalidInputError("dream.subjects", "names a subject twice", where)
+    extracted = dream.get("extracted_subjects")
+    if extracted is not None:
+        problem = "must be a list" if not isinstance(extracted, list) else json_problem(extracted)
+        if problem:
+            raise InvalidInputError("dream.extracted_subjects", problem, where)
+    times = dream.get("times") or []
+    if not isinstance(times, list):
+        raise InvalidInputError("dream.times", "must be a list", where)
+    seen = set()
+    for t in times:
+        try:
+            key = (t["source"], t["position"])
+            valid = (t["source"] in ("text", "llm") and _integer(t["position"]) and 0 <= t["position"] <= MAX_TURN_INDEX
+                     and isinstance(t["expression"], str) and 1 <= len(t["expression"].strip()) <= 200
+                     and not text_problem(t["expression"]) and _number(t["certainty"]) and 0 < t["certainty"] <= 1
+                     and key not in seen)
+            _time_range(t)  # the dates, their order and the granularity
+        except (KeyError, TypeError, ValueError, AttributeError):
+            valid = False
+        if not valid:
+            raise InvalidInputError("dream.times", f"holds an event this instance cannot store: {str(t)[:80]}", where)
+        seen.add(key)
+    return dream | {"subjects": subjects}
+
+
+def _text(value: object, name: str, where: str, *, max_chars: int, required: bool = False) -> str:
+    try:
+        return checked_text(value, name, max_chars=max_chars, if_blank="is required" if required else None)
+    except InvalidInputError as error:
+        raise InvalidInputError(error.field, error.reason, where) from None
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 _TIMES = ("created_at", "last_seen_at", "refined_at", "archived_at", "hub_since")
@@ -195,12 +345,12 @@ def _timestamp(value: object, name: str, where: str) -> datetime | None:
     if value is None:
         return None
     try:
-        return datetime.fromisoformat(str(value))
+        moment = datetime.fromisoformat(str(value))
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     except ValueError:
         raise InvalidInputError(f"subject.{name}", f"cannot parse timestamp {str(value)[:40]!r}", where) from None
 
 
 def _time_range(t: dict) -> TimeRange:
-    return TimeRange(first_day=date.fromisoformat(t["first_day"]),
-                                      last_day=date.fromisoformat(t["last_day"]),
-                                      granularity=t["granularity"], certainty=float(t["certainty"]))
+    return TimeRange(first_day=date.fromisoformat(t["first_day"]), last_day=date.fromisoformat(t["last_day"]),
+                     granularity=t["granularity"], certainty=float(t["certainty"]))

@@ -25,7 +25,12 @@ import psycopg
 
 from dreaming_dagster.consolidation.passes import DREAM_SESSION
 from dreaming_dagster.embeddings import forget_cached_texts
-from dreaming_dagster.ingest.records import InvalidInputError, validate_identifier
+from dreaming_dagster.ingest.records import (
+    MAX_SESSION_ID_CHARS,
+    InvalidInputError,
+    checked_text,
+    validate_identifier,
+)
 from dreaming_dagster.memory import ready_database
 from dreaming_dagster.pipeline.stages import user_graph_lock
 from dreaming_dagster.sql import load_sql
@@ -71,8 +76,7 @@ def forget_session(user_id: str, session_id: str, kg_id: str = "default", *,
                    database: Database | None = None) -> Forgotten:
     """Delete every pair of the user's session ``session_id`` in the graph ``kg_id``, as ``forget_pairs``."""
     user_id, kg_id = validate_identifier(user_id, "user_id"), validate_identifier(kg_id, "kg_id")
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise InvalidInputError("session_id", "is required (a non-empty string)")
+    checked_text(session_id, "session_id", max_chars=MAX_SESSION_ID_CHARS, if_blank="is required (a non-empty string)")
     result = Forgotten(user_id=user_id, scope="session")
     _forget(ready_database(database), result, kg_id, {"pair_ids": None, "session_id": session_id})
     return result

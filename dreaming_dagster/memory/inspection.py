@@ -14,12 +14,20 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from dreaming_dagster.ingest.records import InvalidInputError, parse_timestamp, validate_identifier
+from dreaming_dagster.ingest.records import (
+    MAX_SESSION_ID_CHARS,
+    InvalidInputError,
+    checked_text,
+    parse_timestamp,
+    validate_identifier,
+)
 from dreaming_dagster.memory import ready_database
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 
 MAX_PAGE = 500
+MAX_OFFSET = 2**31 - 1
+MAX_SEARCH_CHARS = 200
 
 
 @dataclass
@@ -36,7 +44,9 @@ def list_pairs(user_id: str, kg_id: str = "default", *, session_id: str | None =
     """A page of the user's pairs, oldest first; ``since``/``until`` bound ``occurred_at`` (ISO 8601 or a
     datetime; ``until`` excluded)."""
     params = _scope(user_id, kg_id) | {
-        "session_id": session_id, "limit": _limit(limit),
+        "session_id": None if session_id is None else checked_text(
+            session_id, "session_id", max_chars=MAX_SESSION_ID_CHARS, if_blank="must be a non-empty string or None"),
+        "limit": _limit(limit),
         "since": parse_timestamp(since, "since") if since is not None else None,
         "until": parse_timestamp(until, "until") if until is not None else None}
     params["after_time"], params["after_id"] = _read_cursor(cursor)
@@ -61,14 +71,32 @@ def read_pair(user_id: str, pair_id: str, kg_id: str = "default", *, database: D
 def list_subjects(user_id: str, kg_id: str = "default", *, search: str | None = None, limit: int = 50,
                   offset: int = 0, include_archived: bool = False, database: Database | None = None) -> list[dict]:
     """The user's subjects, most linked first; ``search``: only names containing it (case-insensitive)."""
-    if search is not None and (not isinstance(search, str) or not search.strip()):
-        raise InvalidInputError("search", "must be a non-empty string")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidInputError("offset", "must be an integer ≥ 0")
+    if search is not None:
+        checked_text(search, "search", max_chars=MAX_SEARCH_CHARS, if_blank="must be a non-empty string")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+        raise InvalidInputError("offset", f"must be an integer from 0 to {MAX_OFFSET}")
     params = _scope(user_id, kg_id) | {"search": search.strip() if search else None, "limit": _limit(limit),
                                        "offset": offset, "include_archived": bool(include_archived)}
     with _database(database).connect(vectors=False) as conn:
         return [dict(r) for r in conn.execute(load_sql("inspect/list_subjects"), params)]
+
+
+def subjects_cursor(offset: int) -> str:
+    """A cursor for the subjects from ``offset`` on (a listing that pages by cursor rather than offset: MCP)."""
+    return base64.urlsafe_b64encode(f"subjects|{offset}".encode()).decode()
+
+
+def read_subjects_cursor(cursor: str | None) -> int:
+    """The offset a :func:`subjects_cursor` stands for (0 for None)."""
+    if cursor is None:
+        return 0
+    try:
+        kind, _, offset = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        if kind == "subjects" and offset.isdigit() and int(offset) <= MAX_OFFSET:
+            return int(offset)
+    except (ValueError, UnicodeError, AttributeError):
+        pass
+    raise InvalidInputError("cursor", "is not a cursor this listing of subjects returned")
 
 
 def read_subject(user_id: str, subject_id: str, kg_id: str = "default", *, pair_limit: int = 50,

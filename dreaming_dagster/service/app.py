@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.ingest.records import InvalidInputError
-from dreaming_dagster.memory.inspection import jsonable
+from dreaming_dagster.memory.inspection import MAX_OFFSET, jsonable
 from dreaming_dagster.service import keys
 from dreaming_dagster.service.limits import RequestBodyGuard, TokenBucket, error_body, recall_limit_error
 from dreaming_dagster.service.metrics import ServiceMetrics
@@ -188,7 +188,8 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
     @app.exception_handler(RequestValidationError)
     async def invalid_body(_request: Request, error: RequestValidationError):
         first = error.errors()[0] if error.errors() else {"loc": ("body",), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first["loc"] if part != "body") or "body"
+        # ("query", "offset") → "offset": the field as the client wrote it, wherever it was sent.
+        where = ".".join(str(part) for part in first["loc"][1:]) or str(first["loc"][0]) if first["loc"] else "body"
         return JSONResponse(error_body("invalid_input", first["msg"], where), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
@@ -275,7 +276,8 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
 
     @app.get("/v1/users/{user_id}/subjects", summary="A user's subjects, most linked first (search by name)")
     def list_user_subjects(user_id: str, key: Key, search: str | None = None,
-                           limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0,
+                           limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                           offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
                            archived: bool = False) -> dict:
         from dreaming_dagster.memory.inspection import list_subjects
 

@@ -8,6 +8,7 @@ import asyncio
 import json
 import math
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -71,18 +72,66 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = re.compile(rb"[^\[\]{}]+")
 
 
-def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+class UnreadableNumber:
+    """An integer literal too long for Python to read (over ``sys.get_int_max_str_digits()`` digits): kept as
+    text while parsing, so the refusal can name the field that holds it."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+
+
+def _integer(text: str) -> int | UnreadableNumber:
+    limit = sys.get_int_max_str_digits()
+    return UnreadableNumber(text) if limit and len(text.lstrip("-")) > limit else int(text)
+
+
+def _unreadable_in(value: object) -> UnreadableNumber | None:
+    """An unreadable number ``value`` is, or holds in its lists (an object's own values are checked as it is
+    read, by :func:`_checked_object`)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, UnreadableNumber):
+            return item
+        if isinstance(item, list):
+            pending.extend(item)
+    return None
+
+
+def _checked_object(pairs: list[tuple[str, object]]) -> dict:
+    """One JSON object: a key twice in it, or a value that is a number too long to read, is refused naming
+    the key."""
     seen: dict = {}
     for key, value in pairs:
         if key in seen:
             raise BodyRefused(422, "invalid_input", f"the key {key!r} appears twice in one object", key)
+        unreadable = _unreadable_in(value)
+        if unreadable is not None:
+            raise BodyRefused(422, "invalid_input", f"holds a number of {unreadable.digits:,} digits, too long to "
+                              "read", key)
         seen[key] = value
     return seen
 
 
+def read_json(text: str) -> object:
+    """``text`` parsed as strict JSON: :class:`BodyRefused` (422, naming the key) for a key twice in one object
+    or an integer too long to read; ``json.JSONDecodeError`` or ``RecursionError`` for text that is no JSON."""
+    value = json.loads(text, object_pairs_hook=_checked_object, parse_int=_integer)
+    if _unreadable_in(value) is not None:
+        raise BodyRefused(422, "invalid_input", "holds a number too long to read")
+    return value
+
+
+def read_json_loosely(text: str) -> object:
+    """``text`` parsed as JSON with integers too long to read kept as :class:`UnreadableNumber` (never raises
+    for them): to find the ``id`` of a message :func:`read_json` refused."""
+    return json.loads(text, parse_int=_integer)
+
+
 def strict_json(body: bytes) -> object:
     """``body`` parsed as JSON, or :class:`BodyRefused`: not UTF-8, not JSON, nested deeper than
-    MAX_JSON_DEPTH (400 naming ``body``), a key twice in one object (422 naming the key)."""
+    MAX_JSON_DEPTH (400 naming ``body``), a key twice in one object or an integer too long to read (422
+    naming the key)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -94,7 +143,7 @@ def strict_json(body: bytes) -> object:
     if deepest > MAX_JSON_DEPTH:
         raise BodyRefused(400, "invalid_body", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
+        return read_json(text)
     except json.JSONDecodeError as error:
         raise BodyRefused(400, "invalid_body", f"the body is not JSON: {error.msg} at character {error.pos}") from None
 

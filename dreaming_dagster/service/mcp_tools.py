@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.service.limits import BodyRefused, read_json, read_json_loosely
 from dreaming_dagster.storage.database import Database
 
 
@@ -161,15 +162,23 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
     def browse_memory(user_id: str, subjects: bool = False, search: str | None = None, session_id: str | None = None,
                       limit: int = 20, cursor: str | None = None) -> Browsed:
         """What the memory holds about the user: a page of their saved exchanges, oldest first (``session_id``:
-        one conversation; ``cursor``: the next page), or with ``subjects`` the people, places and topics it
-        knows, most mentioned first (``search``: names containing it)."""
-        from dreaming_dagster.memory.inspection import list_pairs, list_subjects
+        one conversation), or with ``subjects`` the people, places and topics it knows, most mentioned first
+        (``search``: names containing it). A page cut at ``limit`` has a ``next_cursor``: pass it as ``cursor``
+        (with the same ``subjects``) for the next page."""
+        from dreaming_dagster.memory.inspection import (
+            list_pairs,
+            list_subjects,
+            read_subjects_cursor,
+            subjects_cursor,
+        )
 
         try:
             if subjects:
-                return Browsed(subjects=[StoredSubject(**{name: row[name] for name in StoredSubject.model_fields})
-                                         for row in list_subjects(user_id, kg_id, search=search, limit=limit,
-                                                                  database=database)])
+                offset = read_subjects_cursor(cursor)
+                rows = list_subjects(user_id, kg_id, search=search, limit=limit, offset=offset, database=database)
+                return Browsed(next_cursor=subjects_cursor(offset + limit) if len(rows) == limit else None,
+                               subjects=[StoredSubject(**{name: row[name] for name in StoredSubject.model_fields})
+                                         for row in rows])
             page = list_pairs(user_id, kg_id, session_id=session_id, limit=limit, cursor=cursor, database=database)
         except InvalidInputError as error:
             raise ToolError(str(error)) from None
@@ -204,7 +213,8 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
 
 
 # JSON-RPC's error codes for a message that cannot be read.
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32602, -32603
+_ENVELOPE = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
 
 
 def rpc_error(message_id: object, code: int, text: str) -> str:
@@ -225,10 +235,16 @@ def read_line(raw: bytes) -> tuple[str | None, str | None]:
     if not text:
         return None, None
     try:
-        message = json.loads(text)
+        message = read_json(text)
     except (json.JSONDecodeError, RecursionError) as error:
         reason = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deeply"
         return None, rpc_error(None, PARSE_ERROR, f"Parse error: {reason}")
+    except BodyRefused as refused:  # a key twice in one object, or a number too long to read: name it
+        loose = read_json_loosely(text)
+        message_id = loose.get("id") if isinstance(loose, dict) else None
+        code = INVALID_REQUEST if refused.field in _ENVELOPE or refused.field == "body" else INVALID_PARAMS
+        kind = "Invalid request" if code == INVALID_REQUEST else "Invalid params"
+        return None, rpc_error(message_id, code, f"{kind}: field '{refused.field}': {refused.message}")
     message_id = message.get("id") if isinstance(message, dict) else None
     try:  # the SDK's own reading: it also refuses a lone surrogate escape, which Python's json accepts
         mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False)
@@ -267,7 +283,10 @@ async def serve_stdio(server: MCPServer) -> None:
 
     async def lines() -> AsyncIterator[str]:
         async for raw in anyio.wrap_file(os.fdopen(wire_in, "rb")):
-            message, error = read_line(raw)
+            try:
+                message, error = read_line(raw)
+            except Exception as failure:  # noqa: BLE001 - one line must never end the agent's memory tool
+                message, error = None, rpc_error(None, INTERNAL_ERROR, f"Internal error: {type(failure).__name__}")
             if error:
                 await writer.write(error)
             elif message:

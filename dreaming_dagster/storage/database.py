@@ -166,6 +166,21 @@ class Database:
                 apply_migrations(conn, spec)
             self._ready.add(spec)
 
+    def ensure_schema_as_recorded(self) -> bool:
+        """Migrate with the embedding model the database already records, checking no embedder against it
+        (forgetting, inspecting and exporting compute no vector). False when the database records none yet."""
+        if self._ready:
+            return True
+        with psycopg.connect(self.url) as conn:
+            try:
+                spec = recorded_spec(conn)
+            except psycopg.errors.UndefinedTable:  # a database no migration has touched
+                return False
+        if spec is None:
+            return False
+        self.ensure_schema(spec)
+        return True
+
     @contextmanager
     def connect(self, *, vectors: bool = True) -> Iterator[psycopg.Connection]:
         """An autocommit connection with dict rows and (unless ``vectors=False``) the vector type.
