@@ -83,13 +83,17 @@ def test_a_reference_time_is_read_on_its_own_calendar():
 
 
 def test_times_are_found_where_people_write_them():
-    """The labelled set of real sentences (user turns of the LongMemEval oracle; bench/time_finding.py reports
-    it) keeps its precision and recall, and the sentences a reader dates differently from the nearest-day
-    convention are read as the reader would."""
-    scored = score(read_labelled(PROJECT_ROOT / "tests" / "data" / "time_sentences.tsv")).as_dict()
-    assert scored["sentences"] >= 300 and scored["negatives"] >= 100
+    """The labelled sets of real sentences (user turns of the LongMemEval oracle; bench/time_finding.py reports
+    them) keep their precision and recall — the development set the rules were corrected on at 0.95, the
+    held-out set at what it measured when labelled — and the sentences a reader dates differently from the
+    nearest-day convention are read as the reader would."""
+    data = PROJECT_ROOT / "tests" / "data"
+    development = score(read_labelled(data / "time_sentences.tsv")).as_dict()
+    held_out = score(read_labelled(data / "time_sentences_heldout.tsv")).as_dict()
+    assert development["sentences"] >= 300 and development["negatives"] >= 100
     for measure in ("finding_precision", "finding_recall", "resolving_precision", "resolving_recall"):
-        assert scored[measure] >= 0.95, (measure, scored["errors"])
+        assert development[measure] >= 0.95, (measure, development["errors"])
+        assert held_out[measure] >= 0.90, (measure, held_out["errors"])
     sunday = date(2024, 12, 1)
 
     def read(text: str) -> list[tuple[str, date, date]]:
@@ -110,6 +114,11 @@ def test_times_are_found_where_people_write_them():
     assert read("I'm going to the dentist in March")[0][1:] == (date(2025, 3, 1), date(2025, 3, 31))
     assert read("I went to Rome on June 3")[0][1:] == (date(2024, 6, 3), date(2024, 6, 3))
     assert read("I'll see her on Thursday")[0][1:] == (date(2024, 12, 5), date(2024, 12, 5))
+    assert read("We were in Lisbon on March 15-16")[0][1:] == (date(2024, 3, 15), date(2024, 3, 16))
+    assert read("on May 3rd and 4th we hiked")[0][1:] == (date(2024, 5, 3), date(2024, 5, 4))
+    assert read("on May 3 and 4 people came")[0][1:] == (date(2024, 5, 3), date(2024, 5, 3))  # a count
+    assert read("I hiked two weekends ago")[0][1:] == (date(2024, 11, 16), date(2024, 11, 17))
+    assert read("I will run a 10K by the end of the summer")[0][1:] == (date(2025, 8, 1), date(2025, 8, 31))
     between = read_question("What did I buy between 1999 and 1990?", sunday).window
     assert (between.first_day, between.last_day) == (date(1990, 1, 1), date(1999, 12, 31))
 

@@ -226,7 +226,6 @@ HOLIDAYS: dict[str, Callable[[int], date]] = {
 _HOLIDAY = rf"(?P<holiday>{_alternation(HOLIDAYS)})(?!-|\s+(?:{_HOLIDAY_NOUNS})\b)"
 
 
-
 def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date:
     """The ``n``-th ``weekday`` (0 Monday) of the month; n = -1: the last."""
     days = [d for d in range(1, calendar.monthrange(year, month)[1] + 1) if date(year, month, d).weekday() == weekday]
@@ -357,6 +356,18 @@ def _rolling(m, ref):
     return _span(first, ref, UNIT_GRANULARITY[unit], 0.8 if m["count"] and _vague_count(m["count"]) else 1.0)
 
 
+@rule(rf"{_NUM}\s+weekends?\s+ago", "unit")
+def _weekends_ago(m, ref):
+    saturday = _shift(_week_of(ref).first_day, 5 - 7 * _number(m["count"]))
+    return _span(saturday, _shift(saturday, 1), "day", 0.7 if _vague_count(m["count"]) else 1.0)
+
+
+@rule(rf"(?:the\s+)?{_PART}\s+of\s+(?:the\s+)?{_SEASON}(?:,?\s+(?:of\s+)?{_YEAR})?", "season")
+def _part_of_season(m, ref):
+    whole = _season(m["season"].lower(), int(m["year"])) if m["year"] else _season_name(m, ref)
+    return _part_of(whole, m["part"])
+
+
 @rule(rf"(?:the\s+)?{_PART}\s+(?:of\s+)?(?:the\s+)?{_RELATIVE}?\s*{_PERIOD}", "unit")
 def _part_of_period(m, ref):
     if m["part"].lower() in ("earlier", "later"):
@@ -447,6 +458,19 @@ def _day_in_month(m, ref: date) -> TimeRange | None:
     return _nearest([_span(d, d, "day") for d in days], ref)
 
 
+# Days of one month: "March 15-16", "February 10th and 11th", "June 3 to 5, 2022".
+@rule(rf"{_MONTH}\s+(?:the\s+)?{_DAY}\s*(?P<joint>-|–|to|through|till|until|and)\s*(?:the\s+)?"
+      rf"(?P<last>[12]\d|3[01]|0?[1-9])(?P<suffix>st|nd|rd|th)?(?:,?\s+{_YEAR})?(?![\d:])", "month")
+def _days_in_month(m, ref):
+    if m["joint"].lower() == "and" and not m["suffix"]:  # "on May 3 and 4 people came": a count, not a day
+        return None
+    first, last = int(m["day"]), int(m["last"])
+    start = _day_in_month(m, ref)
+    if start is None or not first < last <= calendar.monthrange(start.first_day.year, start.first_day.month)[1]:
+        return None
+    return _span(start.first_day, start.first_day.replace(day=last), "day")
+
+
 @rule(rf"{_MONTH}\s+(?:the\s+)?{_DAY}(?:,?\s+{_YEAR})?(?![\d:])", "month")
 @rule(rf"(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?", "month")
 def _date_in_words(m, ref):
@@ -484,7 +508,7 @@ def _season_of_year(m, ref):
 @rule(rf"(?:(?P<relative>last|this|next|previous|coming|the)\s+)?{_SEASON}(?!\s+(?:of\b|{_SEASON_NOUNS}))",
       "season")
 def _season_name(m, ref):
-    name, relative = m["season"].lower(), (m["relative"] or "").lower()
+    name, relative = m["season"].lower(), (m.groupdict().get("relative") or "").lower()
     current = _season_holding(name, ref)  # the latest one started: under way, or the one just gone
     under_way = current.last_day >= ref
     this_one = current if under_way else _season(name, current.first_day.year + 1)  # under way, or coming
@@ -754,8 +778,10 @@ def _another_occurrence(match: re.Match, function: Rule, found: TimeRange, ref: 
     if (groups.get("relative") or "on").lower() not in ("on", "the") or groups.get("year"):
         return found
     first = found.first_day
-    if function in (_month_name, _season_name):
+    if function in (_month_name, _season_name, _part_of_season):
         months = _month_index(first.year, first.month) + 12 * step
+        if function is _part_of_season:  # the part is one month of the season
+            return _keep_side(_month(months), found, ref, step)
         whole = _month(months) if function is _month_name else \
             _span(_month(months).first_day, _month(months + 2).last_day, "season")
         part = groups.get("part")
@@ -764,8 +790,11 @@ def _another_occurrence(match: re.Match, function: Rule, found: TimeRange, ref: 
     try:
         if function is _weekday:
             other = _shift(first, 7 * step)
-        elif function in (_date_in_words, _numeric_date):
+        elif function in (_date_in_words, _numeric_date, _days_in_month):
             other = first.replace(year=first.year + step)
+            if function is _days_in_month:
+                moved = _span(other, found.last_day.replace(year=found.last_day.year + step), "day")
+                return _keep_side(moved, found, ref, step)
         elif function is _holiday:
             other = HOLIDAYS[re.sub(r"\s+", " ", groups["holiday"].lower())](first.year + step)
         else:

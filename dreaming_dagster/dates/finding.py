@@ -1,5 +1,6 @@
-"""How well time expressions are found in real sentences and resolved: the scorer of the labelled set
-``tests/data/time_sentences.tsv`` (bench/time_finding.py reports it, tests/test_time.py guards it).
+"""How well time expressions are found in real sentences and resolved: the scorer of the labelled sets
+``tests/data/time_sentences.tsv`` (development) and ``time_sentences_heldout.tsv`` (bench/time_finding.py
+reports them, tests/test_time.py guards them).
 
 A found expression matches a labelled one when their spans overlap (one to one, in order); it is resolved
 right when its range is the labelled range, day for day. Finding precision is matches over expressions found,
