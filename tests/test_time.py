@@ -84,8 +84,7 @@ def test_a_reference_time_is_read_on_its_own_calendar():
 
 def test_times_are_found_where_people_write_them():
     """The labelled sets of real sentences (user turns of the LongMemEval oracle; bench/time_finding.py reports
-    them) keep their precision and recall — the development set the rules were corrected on at 0.95, the
-    held-out set at what it measured when labelled — and the sentences a reader dates differently from the
+    them) keep their precision and recall (0.95 each), and the sentences a reader dates differently from the
     nearest-day convention are read as the reader would."""
     data = PROJECT_ROOT / "tests" / "data"
     development = score(read_labelled(data / "time_sentences.tsv")).as_dict()
@@ -93,7 +92,7 @@ def test_times_are_found_where_people_write_them():
     assert development["sentences"] >= 300 and development["negatives"] >= 100
     for measure in ("finding_precision", "finding_recall", "resolving_precision", "resolving_recall"):
         assert development[measure] >= 0.95, (measure, development["errors"])
-        assert held_out[measure] >= 0.90, (measure, held_out["errors"])
+        assert held_out[measure] >= 0.95, (measure, held_out["errors"])
     sunday = date(2024, 12, 1)
 
     def read(text: str) -> list[tuple[str, date, date]]:
@@ -119,6 +118,9 @@ def test_times_are_found_where_people_write_them():
     assert read("on May 3 and 4 people came")[0][1:] == (date(2024, 5, 3), date(2024, 5, 3))  # a count
     assert read("I hiked two weekends ago")[0][1:] == (date(2024, 11, 16), date(2024, 11, 17))
     assert read("I will run a 10K by the end of the summer")[0][1:] == (date(2025, 8, 1), date(2025, 8, 31))
+    assert read("We met on the 17th and 18th of April")[0][1:] == (date(2024, 4, 17), date(2024, 4, 18))
+    assert read("over the next three days")[0][1:] == (sunday, date(2024, 12, 4))
+    assert read("Ruth, a woman in her 40s, teaches") == [] and read("We saw The 1975 play") == []
     between = read_question("What did I buy between 1999 and 1990?", sunday).window
     assert (between.first_day, between.last_day) == (date(1990, 1, 1), date(1999, 12, 31))
 

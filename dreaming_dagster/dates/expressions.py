@@ -282,6 +282,11 @@ def _period(name: str, relative: str, ref: date) -> TimeRange:
     return _year(ref.year + step)
 
 
+@rule(r"by\s+the\s+end\s+of\s+(?:the\s+day|today)", "named_day", "unit")
+def _end_of_today(m, ref):
+    return _span(ref, ref, "day")
+
+
 @rule(r"(?:the\s+)?day\s+before\s+yesterday", "named_day")
 def _day_before_yesterday(m, ref):
     return _span(_shift(ref, -2), _shift(ref, -2), "day")
@@ -354,6 +359,21 @@ def _rolling(m, ref):
         years = count * (10 if unit == "decade" else 1)
         first = _clamp(date(max(ref.year - years, 1), ref.month, min(ref.day, 28)).toordinal())
     return _span(first, ref, UNIT_GRANULARITY[unit], 0.8 if m["count"] and _vague_count(m["count"]) else 1.0)
+
+
+@rule(rf"(?:(?:in|over|during|within|for)\s+)?(?:the\s+)?(?:next|coming|following)\s+{_NUM}\s+{_UNIT}", "unit")
+def _rolling_ahead(m, ref):
+    """"the next three days", "over the next few weeks": from the reference day to as far ahead."""
+    count, unit = _number(m["count"]), m["unit"].lower()
+    if unit in UNIT_DAYS:
+        last = _shift(ref, count * UNIT_DAYS[unit])
+    elif unit == "month":
+        ahead = _month(_month_index(ref.year, ref.month) + count)
+        last = ahead.first_day.replace(day=min(ref.day, ahead.last_day.day))
+    else:
+        last = _clamp(date(min(ref.year + count * (10 if unit == "decade" else 1), 9999), ref.month,
+                           min(ref.day, 28)).toordinal())
+    return _span(ref, last, UNIT_GRANULARITY[unit], 0.8 if _vague_count(m["count"]) else 1.0)
 
 
 @rule(rf"{_NUM}\s+weekends?\s+ago", "unit")
@@ -471,6 +491,12 @@ def _days_in_month(m, ref):
     return _span(start.first_day, start.first_day.replace(day=last), "day")
 
 
+@rule(rf"(?:the\s+)?{_DAY}\s*(?P<joint>-|–|to|through|till|until|and)\s*(?:the\s+)?(?P<last>[12]\d|3[01]|0?[1-9])"
+      rf"(?P<suffix>st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?", "month")
+def _days_before_month(m, ref):
+    return _days_in_month(m, ref)
+
+
 @rule(rf"{_MONTH}\s+(?:the\s+)?{_DAY}(?:,?\s+{_YEAR})?(?![\d:])", "month")
 @rule(rf"(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?", "month")
 def _date_in_words(m, ref):
@@ -505,7 +531,7 @@ def _season_of_year(m, ref):
     return _part_of(whole, m["part"]) if m["part"] else whole
 
 
-@rule(rf"(?:(?P<relative>last|this|next|previous|coming|the)\s+)?{_SEASON}(?!\s+(?:of\b|{_SEASON_NOUNS}))",
+@rule(rf"(?:(?P<relative>last|this|next|previous|coming|the)\s+)?{_SEASON}(?!-\w|\s+(?:of\b|{_SEASON_NOUNS}))",
       "season")
 def _season_name(m, ref):
     name, relative = m["season"].lower(), (m.groupdict().get("relative") or "").lower()
@@ -652,7 +678,8 @@ CONTEXT_WORDS = frozenset(["in", "on", "of", "since", "during", "by", "until", "
                            "between", "and", "or", "to"])
 MONTH_CONTEXT_WORDS = frozenset(["in", "of", "since", "during", "by", "until", "till", "from", "before", "after",
                                  "around", "through", "early", "late", "mid", "between", "and", "or"])
-HABIT_WORDS = frozenset(["my", "our", "your", "his", "her", "their", "every", "each", "most", "usual", "a", "an"])
+POSSESSIVES = frozenset(["my", "our", "your", "his", "her", "their"])
+HABIT_WORDS = POSSESSIVES | frozenset(["every", "each", "most", "usual", "a", "an"])
 _WEEKDAY_SPAN = re.compile(rf"\s*(?:to|through|thru|till|until|[-–])\s*(?:{_alternation(WEEKDAYS)})\b", re.IGNORECASE)
 _SPAN_BEFORE = re.compile(rf"\b(?:{_alternation(WEEKDAYS)})\s*(?:to|through|thru|till|until|[-–])\s*$", re.IGNORECASE)
 _ANCHORED = {_shifted, _day_next_to}
@@ -684,7 +711,15 @@ def _context_words(match: re.Match, function: Rule) -> frozenset[str] | None:
     if function is _season_name:
         return None if groups["relative"] and groups["relative"].lower() != "the" else CONTEXT_WORDS
     if function is _year_number:
+        before = _WORD_BEFORE.search(match.string, 0, match.start())
+        if before and before.group(1) == "The" and match.string[:before.start(1)].strip():  # "The 1975": a name
+            return frozenset()
         return None if groups["part"] else CONTEXT_WORDS
+    if function is _decade and groups["short"]:
+        # "in his 40s", "in her early 30s": an age, not a decade
+        words = re.findall(r"[A-Za-z]+", match.string[max(0, match.start() - 20):match.start()])[-2:]
+        if any(word.lower() in POSSESSIVES for word in words):
+            return frozenset()
     if function is _numeric_date:
         return None if groups["year"] and len(groups["year"]) == 4 else frozenset(["on"])
     if function is _weekday:
@@ -790,9 +825,9 @@ def _another_occurrence(match: re.Match, function: Rule, found: TimeRange, ref: 
     try:
         if function is _weekday:
             other = _shift(first, 7 * step)
-        elif function in (_date_in_words, _numeric_date, _days_in_month):
+        elif function in (_date_in_words, _numeric_date, _days_in_month, _days_before_month):
             other = first.replace(year=first.year + step)
-            if function is _days_in_month:
+            if function in (_days_in_month, _days_before_month):
                 moved = _span(other, found.last_day.replace(year=found.last_day.year + step), "day")
                 return _keep_side(moved, found, ref, step)
         elif function is _holiday:
