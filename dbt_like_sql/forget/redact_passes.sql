@@ -6,7 +6,8 @@ UPDATE dreaming_passes p
 SET mutations = '[]'::jsonb, summary = '[redacted: this pass concerned memory since forgotten]', error = NULL
 WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
   AND p.summary <> '[redacted: this pass concerned memory since forgotten]'
-  AND (lower(p.mutations::text || ' ' || p.summary || ' ' || coalesce(p.error, '')) ~ ANY (%(name_patterns)s::text[])
-       OR EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) AS n (needle)
-                  WHERE strpos(lower(p.mutations::text || ' ' || p.summary || ' ' || coalesce(p.error, '')),
-                               lower(n.needle)) > 0));
+  AND EXISTS (SELECT 1
+              FROM (SELECT lower(p.mutations::text || ' ' || p.summary || ' ' || coalesce(p.error, '')) AS text) AS pass
+              WHERE pass.text ~ ANY (%(name_patterns)s::text[])
+                 OR EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) AS n (needle)
+                            WHERE strpos(pass.text, lower(n.needle)) > 0));

@@ -384,7 +384,7 @@ def _weekends_ago(m, ref):
 
 @rule(rf"(?:the\s+)?{_PART}\s+of\s+(?:the\s+)?{_SEASON}(?:,?\s+(?:of\s+)?{_YEAR})?", "season")
 def _part_of_season(m, ref):
-    whole = _season(m["season"].lower(), int(m["year"])) if m["year"] else _season_name(m, ref)
+    whole = _season(m["season"].lower(), int(m["year"])) if m["year"] else _season_near(m["season"], None, ref)
     return _part_of(whole, m["part"])
 
 
@@ -534,7 +534,12 @@ def _season_of_year(m, ref):
 @rule(rf"(?:(?P<relative>last|this|next|previous|coming|the)\s+)?{_SEASON}(?!-\w|\s+(?:of\b|{_SEASON_NOUNS}))",
       "season")
 def _season_name(m, ref):
-    name, relative = m["season"].lower(), (m.groupdict().get("relative") or "").lower()
+    return _season_near(m["season"], m["relative"], ref)
+
+
+def _season_near(name: str, relative: str | None, ref: date) -> TimeRange:
+    """A season named with last / this / next / the, or bare: the one under way or just gone."""
+    name, relative = name.lower(), (relative or "").lower()
     current = _season_holding(name, ref)  # the latest one started: under way, or the one just gone
     under_way = current.last_day >= ref
     this_one = current if under_way else _season(name, current.first_day.year + 1)  # under way, or coming
@@ -812,32 +817,33 @@ def _another_occurrence(match: re.Match, function: Rule, found: TimeRange, ref: 
     groups = match.groupdict()
     if (groups.get("relative") or "on").lower() not in ("on", "the") or groups.get("year"):
         return found
-    first = found.first_day
-    if function in (_month_name, _season_name, _part_of_season):
-        months = _month_index(first.year, first.month) + 12 * step
-        if function is _part_of_season:  # the part is one month of the season
-            return _keep_side(_month(months), found, ref, step)
-        whole = _month(months) if function is _month_name else \
-            _span(_month(months).first_day, _month(months + 2).last_day, "season")
-        part = groups.get("part")
-        moved = _part_of(whole, part.split()[-2] if " " in part else part) if part else whole
-        return _keep_side(moved, found, ref, step)
-    try:
-        if function is _weekday:
-            other = _shift(first, 7 * step)
-        elif function in (_date_in_words, _numeric_date, _days_in_month, _days_before_month):
-            other = first.replace(year=first.year + step)
-            if function in (_days_in_month, _days_before_month):
-                moved = _span(other, found.last_day.replace(year=found.last_day.year + step), "day")
-                return _keep_side(moved, found, ref, step)
-        elif function is _holiday:
-            other = HOLIDAYS[re.sub(r"\s+", " ", groups["holiday"].lower())](first.year + step)
-        else:
-            return found
-    except ValueError:  # 29 February, or past the calendar's ends
+    if function is _weekday:
+        moved = _span(_shift(found.first_day, 7 * step), _shift(found.last_day, 7 * step), found.granularity,
+                      found.certainty)
+    elif function is _holiday:  # Easter and the days counted from it move within the year
+        day = HOLIDAYS[re.sub(r"\s+", " ", groups["holiday"].lower())](found.first_day.year + step)
+        moved = _span(day, day, found.granularity, found.certainty)
+    elif function in _YEARLY:
+        moved = _years_away(found, step)
+    else:
         return found
-    return _keep_side(_span(other, other, found.granularity, found.certainty), found, ref, step)
+    return moved if moved is not None and (moved.first_day <= ref if step < 0 else moved.last_day >= ref) else found
 
 
-def _keep_side(moved: TimeRange, found: TimeRange, ref: date, step: int) -> TimeRange:
-    return moved if (moved.first_day <= ref if step < 0 else moved.last_day >= ref) else found
+# Kinds whose bare occurrence recurs every year on the same days.
+_YEARLY = frozenset([_month_name, _season_name, _part_of_season, _date_in_words, _numeric_date, _days_in_month,
+                     _days_before_month])
+
+
+def _years_away(found: TimeRange, years: int) -> TimeRange | None:
+    """The same days ``years`` later (a range ending on a month's last day ends on that month's last day); None
+    when a day is not in that year's calendar (29 February)."""
+    def moved(day: date, month_end: bool) -> date:
+        month = _month(_month_index(day.year, day.month) + 12 * years)
+        return month.last_day if month_end else month.first_day.replace(day=day.day)
+    last = found.last_day
+    ends_a_month = found.days > 1 and last == _month(_month_index(last.year, last.month)).last_day
+    try:
+        return _span(moved(found.first_day, False), moved(last, ends_a_month), found.granularity, found.certainty)
+    except ValueError:
+        return None

@@ -33,6 +33,7 @@ from dreaming_dagster.ingest.records import (
     MemoryPair,
     checked_text,
     parse_pair,
+    parse_timestamp,
     validate_identifier,
 )
 from dreaming_dagster.ingest.save import SaveResult, save_validated_pairs
@@ -345,10 +346,9 @@ def _timestamp(value: object, name: str, where: str) -> datetime | None:
     if value is None:
         return None
     try:
-        moment = datetime.fromisoformat(str(value))
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    except ValueError:
-        raise InvalidInputError(f"subject.{name}", f"cannot parse timestamp {str(value)[:40]!r}", where) from None
+        return parse_timestamp(value, f"subject.{name}")
+    except InvalidInputError as error:
+        raise InvalidInputError(error.field, error.reason, where) from None
 
 
 def _time_range(t: dict) -> TimeRange:

@@ -189,7 +189,8 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
     async def invalid_body(_request: Request, error: RequestValidationError):
         first = error.errors()[0] if error.errors() else {"loc": ("body",), "msg": "invalid request"}
         # ("query", "offset") → "offset": the field as the client wrote it, wherever it was sent.
-        where = ".".join(str(part) for part in first["loc"][1:]) or str(first["loc"][0]) if first["loc"] else "body"
+        location = [str(part) for part in first["loc"]] or ["body"]
+        where = ".".join(location[1:]) or location[0]
         return JSONResponse(error_body("invalid_input", first["msg"], where), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
