@@ -6,6 +6,7 @@ training memory left out)."""
 from __future__ import annotations
 
 import json
+import os
 
 import dagster as dg
 import pytest
@@ -288,3 +289,33 @@ def test_the_training_memory_is_no_users_partition(database, database_url, local
     with dg.instance_for_test() as instance:
         reported = fast_path_sensor(sensor_context(instance, database_url))
     assert isinstance(reported, dg.SkipReason)
+
+
+def test_the_first_calls_of_a_fresh_process_may_come_from_threads(tmp_path):
+    """A backend's first memory calls can race from its worker threads: the process's default database and
+    embedder are built once, not once per thread (two embedded-server handles at once failed)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+
+    script = ("import threading, dreaming_dagster as dd\n"
+              "failures = []\n"
+              "def call(n):\n"
+              "    try:\n"
+              "        dd.list_pairs(f'user{n}'); dd.erase_user(f'user{n}')\n"
+              "    except Exception as error:\n"
+              "        failures.append(repr(error))\n"
+              "threads = [threading.Thread(target=call, args=(n,)) for n in range(6)]\n"
+              "[t.start() for t in threads]; [t.join() for t in threads]\n"
+              "print(failures)\n"
+              "raise SystemExit(1 if failures else 0)\n")
+    # The embedded default (a data directory of its own), as a user's first process meets it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")} | {"DREAMING_DATA_DIR": str(tmp_path)}
+    try:
+        done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        subprocess.run([sys.executable, "-m", "dreaming_dagster.cli", "db", "stop"], cwd=PROJECT_ROOT, env=env,
+                       capture_output=True, timeout=120)

@@ -1,13 +1,33 @@
 """Process-wide defaults for the Python API and the CLI: settings, database and embedder from the
-environment, each built once per process (the embedded server and the model load only once)."""
+environment, each built once per process (the embedded server and the model load only once), also when the
+first calls come from several threads at once."""
 
 from __future__ import annotations
 
-from functools import cache
+import functools
+import threading
+from collections.abc import Callable
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder, embedder_from_settings
 from dreaming_dagster.storage.database import Database
+
+# Reentrant: the default recaller is built from the default database and embedder.
+_BUILDING = threading.RLock()
+
+
+def cache(build: Callable) -> Callable:
+    """``functools.cache`` whose first calls from several threads build the value once (functools.cache alone
+    lets each racing thread build its own: two embedded-server handles at once fail)."""
+    cached = functools.cache(build)
+
+    @functools.wraps(build)
+    def once():
+        with _BUILDING:
+            return cached()
+
+    once.cache_info, once.cache_clear = cached.cache_info, cached.cache_clear
+    return once
 
 
 @cache
