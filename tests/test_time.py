@@ -84,15 +84,18 @@ def test_a_reference_time_is_read_on_its_own_calendar():
 
 def test_times_are_found_where_people_write_them():
     """The labelled sets of real sentences (user turns of the LongMemEval oracle; bench/time_finding.py reports
-    them) keep their precision and recall (0.95 each), and the sentences a reader dates differently from the
-    nearest-day convention are read as the reader would."""
+    them) keep their precision and recall — 0.95 each on the oracle's sentences; on the _S haystacks'
+    distractor sessions, whose data rows and titles it reads less well, what they measured — and the sentences
+    a reader dates differently from the nearest-day convention are read as the reader would."""
     data = PROJECT_ROOT / "tests" / "data"
     development = score(read_labelled(data / "time_sentences.tsv")).as_dict()
     held_out = score(read_labelled(data / "time_sentences_heldout.tsv")).as_dict()
+    haystacks = score(read_labelled(data / "time_sentences_haystacks.tsv")).as_dict()
     assert development["sentences"] >= 300 and development["negatives"] >= 100
     for measure in ("finding_precision", "finding_recall", "resolving_precision", "resolving_recall"):
         assert development[measure] >= 0.95, (measure, development["errors"])
         assert held_out[measure] >= 0.95, (measure, held_out["errors"])
+        assert haystacks[measure] >= 0.88, (measure, haystacks["errors"])
     sunday = date(2024, 12, 1)
 
     def read(text: str) -> list[tuple[str, date, date]]:

@@ -1,6 +1,7 @@
 """How well time expressions are found in real sentences and resolved: the scorer of the labelled sets
-``tests/data/time_sentences.tsv`` (development) and ``time_sentences_heldout.tsv`` (bench/time_finding.py
-reports them, tests/test_time.py guards them).
+``tests/data/time_sentences.tsv`` (development), ``time_sentences_heldout.tsv`` and
+``time_sentences_haystacks.tsv`` (held out; bench/time_finding.py reports them, tests/test_time.py guards
+them).
 
 A found expression matches a labelled one when their spans overlap (one to one, in order); it is resolved
 right when its range is the labelled range, day for day. Finding precision is matches over expressions found,
