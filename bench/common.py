@@ -125,12 +125,20 @@ def counted_statements() -> Iterator[Counter]:
         psycopg.Connection.transaction = transaction
 
 
+# The ``postgres`` database of a running embedded server to bench on instead of starting one in the bench's
+# temporary directory (the test suite's smoke runs share its server so).
+BENCH_SERVER_VARIABLE = "BENCH_EMBEDDED_ADMIN_URL"
+
+
 def embedded_admin_url(pgdata: Path) -> str:
     """The ``postgres`` database's URL on a bench's embedded server in ``pgdata``, started as the product starts
-    it: with the settings' shared_buffers (DREAMING_EMBEDDED_SHARED_BUFFERS, default auto)."""
+    it: with the settings' shared_buffers (DREAMING_EMBEDDED_SHARED_BUFFERS, default auto); or the server
+    BENCH_EMBEDDED_ADMIN_URL names."""
     from dreaming_dagster.config.settings import DreamingSettings
     from dreaming_dagster.storage import embedded
 
+    if os.environ.get(BENCH_SERVER_VARIABLE):
+        return os.environ[BENCH_SERVER_VARIABLE]
     return embedded.embedded_url(pgdata, "postgres", shared_buffers=DreamingSettings().embedded_shared_buffers)
 
 

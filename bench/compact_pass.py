@@ -29,7 +29,7 @@ from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
 from dreaming_dagster.consolidation.providers import OfflineConsolidator
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import graph_reports
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
@@ -37,7 +37,7 @@ from dreaming_dagster.training.memory import load_benchmark_memory
 
 
 def shape(database: Database, user_id: str) -> dict:
-    (report,) = stages.graph_report(database, user_id)
+    (report,) = graph_reports.graph_report(database, user_id)
     return {"subjects": report["subjects"], "singleton_share": round(report["singleton_share"], 4),
             "generic_subjects": report["generic_subjects"], "generic_examples": report["generic_examples"],
             "largest_subject": report["largest_subject"], "largest_share": round(report["largest_share"], 4)}

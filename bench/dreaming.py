@@ -44,7 +44,7 @@ from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import stages, sync
+from dreaming_dagster.pipeline import graph_reports, linking, sync
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import save_and_sync, sync_user
 from dreaming_dagster.sql import load_sql
@@ -101,7 +101,7 @@ def main() -> None:
         for run in range(args.runs * 2):
             # Taking turns: every stage (the product, the headline), then the same without dating.
             dated = (run % 2 == 0) == (run // 2 % 2 == 0)
-            stages.clear_user_graph(database, "bench-2k", "default")
+            linking.clear_user_graph(database, "bench-2k", "default")
             with database.connect() as conn:
                 conn.execute(load_sql("bench/reset_dating"), {"user_id": "bench-2k", "kg_id": "default"})
             sync.STAGES = every_stage if dated else tuple(s for s in every_stage if s.asset != "pair_dates")
@@ -123,7 +123,7 @@ def main() -> None:
             throughput["transactions"].append(sent["transactions"])
             throughput["stages_last_run"] = {"dating": result.dating, "extraction": result.extraction, "merge": result.merge,
                                              "links": result.links, "refinement": result.refinement}
-            throughput["graph"] = stages.graph_stats(database, "bench-2k")
+            throughput["graph"] = graph_reports.graph_stats(database, "bench-2k")
             console.print(f"throughput run {run + 1}: {args.throughput_pairs / seconds:.1f} pairs/s, "
                           f"{sent['statements'] / args.throughput_pairs:.2f} statements a pair")
         median_s = statistics.median(throughput["runs_s"])
@@ -140,7 +140,7 @@ def main() -> None:
         started = time.perf_counter()
         dream(database, "bench-5k")
         setup_dream_s = time.perf_counter() - started
-        graph_5k = stages.graph_stats(database, "bench-5k")
+        graph_5k = graph_reports.graph_stats(database, "bench-5k")
         with database.connect() as conn:
             conn.execute("VACUUM ANALYZE")  # what autovacuum has done by now on a server that stays up
 

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm
 from dreaming_dagster.ingest.readers import longmemeval_session_records
-from dreaming_dagster.ingest.records import Rejection, parse_pair
+from dreaming_dagster.storage.records import Rejection, parse_pair
 from dreaming_dagster.training.longmemeval import file_sha256, iter_questions
 from dreaming_dagster.training.metrics import question_metrics
 

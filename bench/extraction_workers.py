@@ -34,7 +34,7 @@ from rich.table import Table
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import linking
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.storage import embedded
@@ -54,7 +54,7 @@ def main() -> None:
     embedder, refiner, kept = LocalMiniLMEmbedder(batch_size=64), OfflineRefiner(), OfflineExtractor(processes=2)
 
     def sync(database: Database, extractor: OfflineExtractor) -> float:
-        stages.clear_user_graph(database, "bench", "default")
+        linking.clear_user_graph(database, "bench", "default")
         started = time.perf_counter()
         result = sync_user("bench", database=database, embedder=embedder, extractor=extractor, refiner=refiner)
         seconds = time.perf_counter() - started

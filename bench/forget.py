@@ -44,7 +44,7 @@ from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.memory.export import export_lines, import_records
 from dreaming_dagster.memory.forgetting import erase_user, forget_pairs, forget_session
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import graph_reports
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
@@ -71,7 +71,7 @@ def dream(database: Database, embedder, user_id: str, records: list[dict]) -> di
 
 def bystander_view(database: Database, recaller: Recaller, questions: list[str]) -> tuple[list, set]:
     rankings = [[m.pair_id for m in recaller.recall(BYSTANDER, q, 10).memories] for q in questions]
-    return rankings, stages.graph_signature(database, BYSTANDER)
+    return rankings, graph_reports.graph_signature(database, BYSTANDER)
 
 
 def copy_user(database: Database, embedder, lines: list[str], user_id: str) -> float:
@@ -104,7 +104,7 @@ def main() -> None:
                  "bystander": dream(database, embedder, BYSTANDER, records[args.pairs:])}
         consolidation = run_pass(database, embedder, OfflineConsolidator(), SOURCE, mode="compact",
                                  policy=PassPolicy(backfill_on_first_run=False))
-        (source_graph,) = stages.graph_report(database, SOURCE)
+        (source_graph,) = graph_reports.graph_report(database, SOURCE)
         recaller = Recaller(database, embedder)
         before = bystander_view(database, recaller, questions)
         lines = list(export_lines(SOURCE, database=database))
@@ -133,7 +133,7 @@ def main() -> None:
             by_session.append({"pairs": result.pairs, "seconds": time.perf_counter() - started})
         erasures = []
         for user in erased:
-            (graph,) = stages.graph_report(database, user)
+            (graph,) = graph_reports.graph_report(database, user)
             started = time.perf_counter()
             result = erase_user(user, database=database)
             erasures.append({"user": "source (dreamed, consolidated)" if user == SOURCE else "imported copy",
@@ -143,7 +143,7 @@ def main() -> None:
                           f"{erasures[-1]['seconds']} s")
         after = bystander_view(database, recaller, questions)
         dump = embedded.data_dump(url)
-        drift = stages.memory_count_drift(database)
+        drift = graph_reports.memory_count_drift(database)
         recaller.close()
 
     single_seconds = [s["seconds"] for s in single]

@@ -39,7 +39,7 @@ from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import graph_reports
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import GraphSide
@@ -83,13 +83,13 @@ def throughput(pairs: list[tuple[str, str]], runs: int) -> dict:
 
 
 def health(database: Database, user_id: str, seed: int = 7) -> dict:
-    (report,) = stages.graph_report(database, user_id)
+    (report,) = graph_reports.graph_report(database, user_id)
     with database.connect(vectors=False) as conn:
         names = sorted(row["subject_text"] for row in conn.execute(
             load_sql("checks/live_subject_names"), {"user_id": user_id, "kg_ids": [report["kg_id"]]}))
         over_five = conn.execute(load_sql("bench/unflagged_large_subjects"), {
             "user_id": user_id, "max_share": 0.05, "pairs": report["pairs"]}).fetchone()["n"]
-    top = stages.top_subjects(database, user_id, limit=15)
+    top = graph_reports.top_subjects(database, user_id, limit=15)
     return {**{k: (round(v, 4) if isinstance(v, float) else v) for k, v in report.items()},
             "unflagged_subjects_over_5pct": over_five,
             "top_subjects": [(row["subject_text"], row["linked_pairs"], bool(row["hub"])) for row in top],

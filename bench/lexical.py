@@ -35,7 +35,6 @@ from tqdm import tqdm
 
 from dreaming_dagster.embeddings import EmbeddingSpec
 from dreaming_dagster.ingest.readers import longmemeval_session_records
-from dreaming_dagster.ingest.records import Rejection, parse_pair
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.retrieval.ranker import SignalWeights
 from dreaming_dagster.retrieval.recaller import (
@@ -47,6 +46,7 @@ from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, bm25
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import Rejection, parse_pair
 from dreaming_dagster.training.longmemeval import file_sha256, iter_questions
 from dreaming_dagster.training.metrics import question_metrics
 

@@ -73,7 +73,6 @@ from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.dates.questions import NO_TIME, TimeQuery
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.ingest.readers import longmemeval_session_records
-from dreaming_dagster.ingest.records import Rejection, parse_pair
 from dreaming_dagster.retrieval.features import UserProfile, build_features
 from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile, refresh_profile
@@ -99,6 +98,7 @@ from dreaming_dagster.retrieval.recaller import (
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import Rejection, parse_pair
 from dreaming_dagster.training.longmemeval import iter_questions
 
 # Lexical first rounds timed side by side (hybrid / composite) and scored against the exact BM25 top-K: the

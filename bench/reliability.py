@@ -55,7 +55,7 @@ from dreaming_dagster.ingest.readers import (
 )
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import extracting, graph_reports, linking
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
@@ -153,7 +153,7 @@ def main() -> None:
         reference = {}
         for user in users:
             dream(database, user)
-            reference[user] = stages.graph_signature(database, user)
+            reference[user] = graph_reports.graph_signature(database, user)
 
         # --- kill -9 mid-sync
         env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")}
@@ -165,7 +165,7 @@ def main() -> None:
             tries, reached = 0, None
             while not reached and tries < KILL_TRIES:
                 tries += 1
-                stages.clear_user_graph(database, user, "default")
+                linking.clear_user_graph(database, user, "default")
                 process = subprocess.Popen([sys.executable, "-m", "dreaming_dagster.cli", "sync", "--user", user],
                                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 deadline, reached = time.monotonic() + 300, None
@@ -183,9 +183,9 @@ def main() -> None:
             # moments above no longer exist; the figures would then say nothing.
             assert reached, f"no sync of {user} could be killed {target} in {KILL_TRIES} tries"
             dream(database, user)
-            health = stages.graph_health(database, user)
+            health = graph_reports.graph_health(database, user)
             kills.append({"user": user, "killed_at": reached, "tries": tries, **health,
-                          "graph_equals_uninterrupted": stages.graph_signature(database, user) == reference[user]})
+                          "graph_equals_uninterrupted": graph_reports.graph_signature(database, user) == reference[user]})
             console.print(f"kill {index + 1}: {kills[-1]}")
         results["kill_9_mid_sync"] = {
             "kills": len(kills), "users": len({k["user"] for k in kills}),
@@ -199,11 +199,11 @@ def main() -> None:
 
         # --- 4 syncs of one user at once
         user = users[0]
-        stages.clear_user_graph(database, user, "default")
+        linking.clear_user_graph(database, user, "default")
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(lambda _: dream(database, user), range(4)))
-        results["concurrent_syncs"] = {"syncs": 4, **stages.graph_health(database, user),
-                                       "graph_equals_uninterrupted": stages.graph_signature(database, user) == reference[user]}
+        results["concurrent_syncs"] = {"syncs": 4, **graph_reports.graph_health(database, user),
+                                       "graph_equals_uninterrupted": graph_reports.graph_signature(database, user) == reference[user]}
         console.print(f"concurrent syncs: {results['concurrent_syncs']}")
 
         # --- 16 concurrent savers of the same 1,800 pairs
@@ -311,7 +311,7 @@ def main() -> None:
         client = JSONChatClient(model="m", base_url=base_url, api_key="k", attempts_per_model=3, backoff_s=1.0,
                                 timeout_s=args.llm_deadline)
         started = time.perf_counter()
-        stats = stages.extract_pending(database, OpenAIExtractor(client, max_in_flight=5), pending_user, "default")
+        stats = extracting.extract_pending(database, OpenAIExtractor(client, max_in_flight=5), pending_user, "default")
         outage["extraction_stage_hanging_endpoint"] = {
             "pending_pairs": 40, "deadline_s": args.llm_deadline, "attempts_per_model": 3, "in_flight": 5,
             "seconds": round(time.perf_counter() - started, 1), "failures": stats.failures,
@@ -331,7 +331,7 @@ def main() -> None:
 
         # --- the stored counts (migration 0024) after all of the above: kills, concurrent syncs and savers,
         # terminated saves, the bulk insert
-        drift = stages.memory_count_drift(database)
+        drift = graph_reports.memory_count_drift(database)
         with database.connect() as conn:
             graphs = conn.execute("SELECT count(*) AS n FROM memory_counts").fetchone()["n"]
         results["stored_counts"] = {"graphs": graphs, "drifted": len(drift), "examples": drift[:5]}

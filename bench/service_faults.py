@@ -1,7 +1,7 @@
 """`dreaming serve` under faults and attack, measured from outside: a kill -9 mid-sync and the restart, a SIGTERM
 past the grace period, a flood of wrong keys.
 
-    .venv/bin/python bench/service_faults.py [--pairs 600] [--wrong-keys 2000]
+    .venv/bin/python bench/service_faults.py [--pairs 600] [--wrong-keys 2000] [--scenarios kill,sigterm,wrong-keys]
 
 A real server process on its own embedded Postgres (a temporary data directory, the local MiniLM embedder):
 - kill -9: --pairs pairs saved and synced in one request; the server is killed while it holds the user's
@@ -48,6 +48,7 @@ from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 
+SCENARIOS = ("kill", "sigterm", "wrong-keys")
 STATS_FLUSH_SECONDS = 11  # an idle backend reports its transactions within 10 s (PGSTAT_IDLE_INTERVAL)
 
 
@@ -126,7 +127,13 @@ def main() -> None:
     parser = bench_parser(__doc__, "service_faults")
     parser.add_argument("--pairs", type=int, default=600)
     parser.add_argument("--wrong-keys", type=int, default=2000)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help="which to run, comma-separated (sigterm follows kill's restart, so it needs kill)")
     args = parser.parse_args()
+    scenarios = set(args.scenarios.split(","))
+    if not scenarios <= set(SCENARIOS) or ("sigterm" in scenarios and "kill" not in scenarios):
+        parser.error(f"--scenarios: some of {', '.join(SCENARIOS)} (sigterm with kill)")
+    kill = sigterm = wrong_keys = None
     console = Console()
     with tempfile.TemporaryDirectory(prefix="dd-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
         with socket.socket() as free:  # a port nothing listens on
@@ -135,59 +142,62 @@ def main() -> None:
         service = Service(Path(tmp), port)
         headers = {"Authorization": f"Bearer {service.cli('keys', 'create', '--tenant', 'acme').split()[-1]}"}
 
-        console.print("kill -9 mid-sync, then a restart on the same port")
-        first = service.start()
-        first_start_s = service.seconds_to_healthy(first)
-        postmaster = service.postmaster_pid()
-        family = sync_mid_way(service, first, headers, pairs(args.pairs, 0))
-        first.kill()
-        first.wait()
-        survivors = alive_after(family, 10)
-        restarted = service.start()
-        restart_s = service.seconds_to_healthy(restarted)
-        same_postmaster = service.postmaster_pid() == postmaster and psutil.pid_exists(postmaster)
-        httpx.post(f"{service.url}/v1/sync", headers=headers, json={"user_id": "alice"}, timeout=600).raise_for_status()
-        memory = httpx.get(f"{service.url}/v1/users/alice/stats", headers=headers, timeout=60).json()["memory"]
-        kill = {"pairs": args.pairs, "workers_at_kill": len(family) - 1, "processes_alive_10_s_after": survivors,
-                "first_start_to_healthz_s": round(first_start_s, 2), "restart_to_healthz_s": round(restart_s, 2),
-                "postgres_kept_running": same_postmaster, "pairs_stored": memory["pairs"],
-                "pending_after_next_sync": memory["pending_embedding"] + memory["pending_extraction"]}
+        if "kill" in scenarios:
+            console.print("kill -9 mid-sync, then a restart on the same port")
+            first = service.start()
+            first_start_s = service.seconds_to_healthy(first)
+            postmaster = service.postmaster_pid()
+            family = sync_mid_way(service, first, headers, pairs(args.pairs, 0))
+            first.kill()
+            first.wait()
+            survivors = alive_after(family, 10)
+            restarted = service.start()
+            restart_s = service.seconds_to_healthy(restarted)
+            same_postmaster = service.postmaster_pid() == postmaster and psutil.pid_exists(postmaster)
+            httpx.post(f"{service.url}/v1/sync", headers=headers, json={"user_id": "alice"}, timeout=600).raise_for_status()
+            memory = httpx.get(f"{service.url}/v1/users/alice/stats", headers=headers, timeout=60).json()["memory"]
+            kill = {"pairs": args.pairs, "workers_at_kill": len(family) - 1, "processes_alive_10_s_after": survivors,
+                    "first_start_to_healthz_s": round(first_start_s, 2), "restart_to_healthz_s": round(restart_s, 2),
+                    "postgres_kept_running": same_postmaster, "pairs_stored": memory["pairs"],
+                    "pending_after_next_sync": memory["pending_embedding"] + memory["pending_extraction"]}
 
-        console.print("SIGTERM past a 1 s grace period")
-        family = sync_mid_way(service, restarted, headers, pairs(args.pairs, args.pairs))
-        signalled = time.monotonic()
-        restarted.send_signal(signal.SIGTERM)
-        restarted.wait(timeout=120)
-        sigterm = {"grace_s": 1.0, "exit_after_signal_s": round(time.monotonic() - signalled, 2),
-                   "processes_alive_10_s_after": alive_after(family, 10)}
+        if "sigterm" in scenarios:
+            console.print("SIGTERM past a 1 s grace period")
+            family = sync_mid_way(service, restarted, headers, pairs(args.pairs, args.pairs))
+            signalled = time.monotonic()
+            restarted.send_signal(signal.SIGTERM)
+            restarted.wait(timeout=120)
+            sigterm = {"grace_s": 1.0, "exit_after_signal_s": round(time.monotonic() - signalled, 2),
+                       "processes_alive_10_s_after": alive_after(family, 10)}
 
-        console.print(f"{args.wrong_keys:,} wrong keys")
-        flooded = service.start()
-        service.seconds_to_healthy(flooded)
-        burst = DreamingSettings().serve_auth_failure_burst
-        with service.connect("dreaming") as dreaming:
-            # The syncs above left autovacuum work, whose transactions would land in the flood's window.
-            dreaming.execute("VACUUM ANALYZE")
-        with service.connect("postgres") as stats:
-            def transactions() -> int:
-                time.sleep(STATS_FLUSH_SECONDS)
-                stats.execute("SELECT pg_stat_clear_snapshot()")
-                return stats.execute(load_sql("bench/database_transactions"), {"database": "dreaming"}).fetchone()[0]
+        if "wrong-keys" in scenarios:
+            console.print(f"{args.wrong_keys:,} wrong keys")
+            flooded = service.start()
+            service.seconds_to_healthy(flooded)
+            burst = DreamingSettings().serve_auth_failure_burst
+            with service.connect("dreaming") as dreaming:
+                # The syncs above left autovacuum work, whose transactions would land in the flood's window.
+                dreaming.execute("VACUUM ANALYZE")
+            with service.connect("postgres") as stats:
+                def transactions() -> int:
+                    time.sleep(STATS_FLUSH_SECONDS)
+                    stats.execute("SELECT pg_stat_clear_snapshot()")
+                    return stats.execute(load_sql("bench/database_transactions"), {"database": "dreaming"}).fetchone()[0]
 
-            before = transactions()
-            started = time.monotonic()
-            with httpx.Client(timeout=30) as client:
-                statuses = [client.post(f"{service.url}/v1/recall", json={"user_id": "u", "query": "q"}, headers={
-                    "Authorization": f"Bearer dd_{secrets.token_urlsafe(32)}"}).status_code for _ in range(args.wrong_keys)]
-            flood_s = time.monotonic() - started
-            spent = transactions() - before
-        flooded.send_signal(signal.SIGTERM)
-        flooded.wait(timeout=120)
-        after_burst = statuses[burst:]
-        wrong_keys = {"requests": args.wrong_keys, "seconds": round(flood_s, 2), "burst": burst,
-                      "answered_429_after_burst": after_burst.count(429), "after_burst": len(after_burst),
-                      "database_transactions": spent,
-                      "transactions_per_100": round(100 * spent / args.wrong_keys, 2)}
+                before = transactions()
+                started = time.monotonic()
+                with httpx.Client(timeout=30) as client:
+                    statuses = [client.post(f"{service.url}/v1/recall", json={"user_id": "u", "query": "q"}, headers={
+                        "Authorization": f"Bearer dd_{secrets.token_urlsafe(32)}"}).status_code for _ in range(args.wrong_keys)]
+                flood_s = time.monotonic() - started
+                spent = transactions() - before
+            flooded.send_signal(signal.SIGTERM)
+            flooded.wait(timeout=120)
+            after_burst = statuses[burst:]
+            wrong_keys = {"requests": args.wrong_keys, "seconds": round(flood_s, 2), "burst": burst,
+                          "answered_429_after_burst": after_burst.count(429), "after_burst": len(after_burst),
+                          "database_transactions": spent,
+                          "transactions_per_100": round(100 * spent / args.wrong_keys, 2)}
 
     results = {"command": "make bench-service-faults  (.venv/bin/python bench/service_faults.py)",
                "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
@@ -197,14 +207,17 @@ def main() -> None:
     table = Table(title="dreaming serve under faults and attack")
     table.add_column("measure")
     table.add_column("result")
-    table.add_row("kill -9 mid-sync: processes of the server alive 10 s later", str(kill["processes_alive_10_s_after"]))
-    table.add_row("restart on the same port: /healthz after", f"{kill['restart_to_healthz_s']} s")
-    table.add_row("embedded Postgres kept running", str(kill["postgres_kept_running"]))
-    table.add_row("pairs pending after the next sync", str(kill["pending_after_next_sync"]))
-    table.add_row("SIGTERM past a 1 s grace: exit after", f"{sigterm['exit_after_signal_s']} s")
-    table.add_row(f"{args.wrong_keys:,} wrong keys: 429 after the burst",
-                  f"{wrong_keys['answered_429_after_burst']:,} of {wrong_keys['after_burst']:,}")
-    table.add_row("database transactions they cost", f"{spent} ({wrong_keys['transactions_per_100']} per 100)")
+    if kill:
+        table.add_row("kill -9 mid-sync: processes of the server alive 10 s later", str(kill["processes_alive_10_s_after"]))
+        table.add_row("restart on the same port: /healthz after", f"{kill['restart_to_healthz_s']} s")
+        table.add_row("embedded Postgres kept running", str(kill["postgres_kept_running"]))
+        table.add_row("pairs pending after the next sync", str(kill["pending_after_next_sync"]))
+    if sigterm:
+        table.add_row("SIGTERM past a 1 s grace: exit after", f"{sigterm['exit_after_signal_s']} s")
+    if wrong_keys:
+        table.add_row(f"{args.wrong_keys:,} wrong keys: 429 after the burst",
+                      f"{wrong_keys['answered_429_after_burst']:,} of {wrong_keys['after_burst']:,}")
+        table.add_row("database transactions they cost", f"{spent} ({wrong_keys['transactions_per_100']} per 100)")
     console.print(table)
 
 

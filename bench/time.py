@@ -44,13 +44,13 @@ from dreaming_dagster.dates.questions import read_question
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions
-from dreaming_dagster.ingest.records import parse_timestamp
 from dreaming_dagster.pipeline import dating
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.retrieval.recaller import GraphSide, TimeSide
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, TIME_WEIGHT
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import parse_timestamp
 from dreaming_dagster.training.fit import PUBLISHED_VERSION, fit_rankers
 from dreaming_dagster.training.memory import load_benchmark_memory
 from dreaming_dagster.training.pools import Pools, build_pools

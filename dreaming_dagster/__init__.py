@@ -1,7 +1,7 @@
 """dreaming-dagster: background memory consolidation for AI companions, orchestrated by Dagster."""
 
-from dreaming_dagster.ingest.records import InvalidInputError, MemoryPair, Rejection
 from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_pairs
+from dreaming_dagster.storage.records import InvalidInputError, MemoryPair, Rejection
 
 
 def sync_user(user_id: str, **kwargs):

@@ -24,14 +24,14 @@ from dreaming_dagster.ingest.readers import (
     read_jsonl,
     read_longmemeval,
 )
-from dreaming_dagster.ingest.records import (
+from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_validated_pairs
+from dreaming_dagster.storage.records import (
     InvalidInputError,
     MemoryPair,
     Rejection,
     parse_pair,
     validate_identifier,
 )
-from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_validated_pairs
 
 console = Console(stderr=True)
 CHUNK_SIZE = 256
@@ -247,10 +247,10 @@ def stats(user_id: str) -> None:
 
 
 def _print_graph(user_id: str) -> None:
-    """The graph's shape (pipeline/stages.graph_report) and its top subjects, hubs marked."""
+    """The graph's shape (pipeline/graph_reports.graph_report) and its top subjects, hubs marked."""
     from rich.table import Table
 
-    from dreaming_dagster.pipeline.stages import graph_report, top_subjects
+    from dreaming_dagster.pipeline.graph_reports import graph_report, top_subjects
 
     graph = Table(title=f"graph of {user_id}")
     for column in ("kg", "subjects", "links", "singletons", "median subjects/pair", "largest subject", "hubs",
@@ -276,7 +276,7 @@ def _print_graph(user_id: str) -> None:
 @click.option("--kg-id", default=None, help="Only this knowledge graph (default: all of the user's).")
 def retry_failed(user_id: str, kg_id: str | None) -> None:
     """Give USER's pairs that failed extraction on every attempt a fresh set of attempts (no rebuild)."""
-    from dreaming_dagster.pipeline.stages import reset_failed_extractions
+    from dreaming_dagster.pipeline.extracting import reset_failed_extractions
 
     _checked_user(user_id, kg_id or "default")
     database = default_database()
@@ -291,7 +291,7 @@ def retry_failed(user_id: str, kg_id: str | None) -> None:
 @click.option("--kg-id", default=None, help="Only this knowledge graph (default: all of the user's).")
 def sync(user_id: str, kg_id: str | None) -> None:
     """The fast path: run every dreaming stage for USER now, in this process (no Dagster run)."""
-    from dreaming_dagster.pipeline.stages import graph_stats
+    from dreaming_dagster.pipeline.graph_reports import graph_stats
     from dreaming_dagster.pipeline.sync import sync_user
 
     exit_on_sigterm()
@@ -522,8 +522,8 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
 def recall(query: str, user_id: str, k: int, session_id: str | None, as_of: str | None, kg_id: str,
            as_json: bool) -> None:
     """The best memories of USER for QUERY, with the nine signals, the weights, the score and the time it asks about."""
-    from dreaming_dagster.config.runtime import default_recaller
     from dreaming_dagster.reporting import recall_table
+    from dreaming_dagster.retrieval import default_recaller
 
     try:
         result = default_recaller().recall(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)

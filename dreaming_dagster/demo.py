@@ -62,7 +62,7 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     from dreaming_dagster.defs.partitions import users_partitions
     from dreaming_dagster.ingest.embedding import user_stats
     from dreaming_dagster.ingest.save import save_pairs
-    from dreaming_dagster.pipeline.stages import graph_stats, top_subjects
+    from dreaming_dagster.pipeline.graph_reports import graph_stats, top_subjects
 
     console = console or Console()
     started = time.perf_counter()

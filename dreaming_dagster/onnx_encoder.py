@@ -94,32 +94,14 @@ def export_encoder(model_dir: Path, target: Path) -> Path:
     probe = tokenizer(list(PROBE_TEXTS), padding=True, truncation=True, max_length=max_seq_length(model_dir),
                       return_tensors="pt")
 
-    class LastHiddenState(torch.nn.Module):
-        def __init__(self, transformer):
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.transformer(input_ids=input_ids, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids).last_hidden_state
-
     # PyTorch's vectors before the export: torch.onnx.export leaves the module in training mode (dropout on).
     with torch.inference_mode():
         expected = mean_pooled(model(**probe).last_hidden_state.numpy(), probe["attention_mask"].numpy())
-    dynamic = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
     os.close(handle)
     try:
-        with warnings.catch_warnings():
-            # The TorchScript exporter warns that it is the older of torch's two exporters, and its tracer that
-            # Python-side shape checks become constants: neither holds for this graph, as the check below shows.
-            warnings.simplefilter("ignore")
-            torch.onnx.export(LastHiddenState(model),
-                              (probe["input_ids"], probe["attention_mask"], probe["token_type_ids"]), partial,
-                              input_names=list(_INPUTS),
-                              output_names=["last_hidden_state"], dynamic_axes=dynamic,
-                              opset_version=EXPORT_OPSET, dynamo=False)
+        trace_to_onnx(model, probe, Path(partial))
         fuse_transformer(Path(partial), num_heads=model.config.num_attention_heads,
                          hidden_size=model.config.hidden_size)
         session = _session(Path(partial), threads=1)
@@ -135,6 +117,30 @@ def export_encoder(model_dir: Path, target: Path) -> Path:
     finally:
         Path(partial).unlink(missing_ok=True)
     return target
+
+
+def trace_to_onnx(model, probe, path: Path) -> None:
+    """Trace the transformer's last hidden state into an (unfused) ONNX graph at ``path``, dynamic in batch
+    and length: the slow part of an export."""
+    import torch
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self, transformer):
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.transformer(input_ids=input_ids, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state
+
+    dynamic = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
+    with warnings.catch_warnings():
+        # The TorchScript exporter warns that it is the older of torch's two exporters, and its tracer that
+        # Python-side shape checks become constants: neither holds for this graph, as the export's check shows.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(LastHiddenState(model), (probe["input_ids"], probe["attention_mask"], probe["token_type_ids"]),
+                          str(path), input_names=list(_INPUTS), output_names=["last_hidden_state"],
+                          dynamic_axes=dynamic, opset_version=EXPORT_OPSET, dynamo=False)
 
 
 def fuse_transformer(path: Path, *, num_heads: int, hidden_size: int) -> dict[str, int]:

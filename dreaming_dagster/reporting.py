@@ -42,7 +42,7 @@ def top_subjects_markdown(user_id: str, rows: Sequence[dict]) -> str:
 
 
 def graph_report_markdown(user_id: str, reports: Sequence[dict]) -> str:
-    """pipeline/stages.graph_report as a table: one row per knowledge graph."""
+    """pipeline/graph_reports.graph_report as a table: one row per knowledge graph."""
     if not reports:
         return f"User `{user_id}` has no memory pairs."
     lines = [f"### The graph of `{user_id}`", "",

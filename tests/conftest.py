@@ -1,17 +1,27 @@
-"""Shared fixtures: a real embedded Postgres (pgserver) for the whole session, a fresh database per test,
-the real local embedder, and an OpenAI-protocol stub server for the openai provider path."""
+"""Shared fixtures: a real embedded Postgres (pgserver) for the whole session, a fresh database per test
+(copied from a migrated template of its embedding size), the real local embedder, and an OpenAI-protocol stub
+server for the openai provider path."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, OpenAICompatibleEmbedder
 from dreaming_dagster.storage import embedded
-from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.database import (
+    CONFIG_EMBEDDING_DIMENSION,
+    CONFIG_EMBEDDING_MODEL,
+    Database,
+    apply_migrations,
+)
+from dreaming_dagster.storage.embedding_spec import EmbeddingSpec
 from tests.openai_stub import OpenAIStub
 
 # A script's background job (`make test &`, nohup in a CI runner) starts with SIGINT ignored, and every
@@ -48,7 +58,76 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def pg_admin_url(data_dir) -> str:
-    return embedded.embedded_url(data_dir / "pgdata", "postgres")
+    url = embedded.embedded_url(data_dir / "pgdata", "postgres")
+    # A scratch server: nothing on it must survive a crash, so it never waits for the disk.
+    with psycopg.connect(url, autocommit=True) as conn:
+        for setting in ("fsync", "full_page_writes", "synchronous_commit"):
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+        conn.execute("SELECT pg_reload_conf()")
+    return url
+
+
+class MigratedTemplates:
+    """One database per embedding size with every migration applied and no embedding model recorded, built
+    on first use: a test's database is a copy of one (CREATE DATABASE … TEMPLATE), which costs a fraction of
+    applying every migration to an empty database."""
+
+    def __init__(self, admin_url: str):
+        self.admin_url, self._names, self._lock = admin_url, {}, threading.Lock()
+
+    def name(self, dimension: int) -> str:
+        with self._lock:
+            if dimension not in self._names:
+                url = embedded.fresh_database_url(self.admin_url, f"template_{dimension}")
+                with psycopg.connect(url) as conn:
+                    apply_migrations(conn, EmbeddingSpec("template", dimension))
+                    # The copy records its own model on its first migration check.
+                    conn.execute("DELETE FROM dreaming_config WHERE key IN (%s, %s)",
+                                 (CONFIG_EMBEDDING_MODEL, CONFIG_EMBEDDING_DIMENSION))
+                    conn.commit()
+                self._names[dimension] = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+            return self._names[dimension]
+
+
+@pytest.fixture(scope="session")
+def migrated_templates(pg_admin_url) -> MigratedTemplates:
+    return MigratedTemplates(pg_admin_url)
+
+
+class ScratchDatabase(Database):
+    """A test's new database. Its first ``ensure_schema`` replaces the still-empty database by a copy of the
+    migrated template of the embedder's size; if anything was written to it before, it migrates as usual."""
+
+    def __init__(self, url: str, templates: MigratedTemplates | None = None):
+        super().__init__(url)
+        self._templates, self._copy_pending, self._copy_lock = templates, templates is not None, threading.Lock()
+
+    def ensure_schema(self, spec: EmbeddingSpec) -> None:
+        with self._copy_lock:
+            if self._copy_pending:
+                self._copy_pending = False
+                self._copy_template(spec.dimension)
+        super().ensure_schema(spec)
+
+    def _copy_template(self, dimension: int) -> None:
+        with psycopg.connect(self.url) as conn:
+            if conn.execute("SELECT to_regclass('dreaming_config') IS NOT NULL").fetchone()[0]:
+                return  # migrated through another handle: keep what it holds
+        name = psycopg.conninfo.conninfo_to_dict(self.url)["dbname"]
+        template = self._templates.name(dimension)
+        with psycopg.connect(self._templates.admin_url, autocommit=True) as conn:
+            try:
+                conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(name)))
+            except psycopg.errors.ObjectInUse:
+                return  # someone holds a connection to it: migrate in place instead
+            conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
+                                                                          sql.Identifier(template)))
+
+
+@pytest.fixture
+def bench_on_session_server(pg_admin_url, monkeypatch) -> None:
+    """A bench run in the test process uses the session's server instead of starting its own."""
+    monkeypatch.setenv("BENCH_EMBEDDED_ADMIN_URL", pg_admin_url)
 
 
 @pytest.fixture
@@ -58,8 +137,8 @@ def database_url(pg_admin_url) -> str:
 
 
 @pytest.fixture
-def database(database_url) -> Database:
-    return Database(database_url)
+def database(database_url, migrated_templates) -> Database:
+    return ScratchDatabase(database_url, migrated_templates)
 
 
 @pytest.fixture(scope="session")
@@ -106,8 +185,10 @@ def clean_env(monkeypatch):
 
 
 @pytest.fixture
-def cli_env(clean_env, database_url, openai_stub):
-    """The CLI's settings: the test's scratch database and the stub's 16-d embeddings."""
+def cli_env(clean_env, database_url, migrated_templates, openai_stub):
+    """The CLI's settings: the test's scratch database (migrated for the stub's model) and the stub's 16-d
+    embeddings."""
+    ScratchDatabase(database_url, migrated_templates).ensure_schema(EmbeddingSpec("stub-embed-16", 16))
     clean_env.setenv("DREAMING_DATABASE_URL", database_url)
     clean_env.setenv("DREAMING_EMBEDDING_PROVIDER", "openai")
     clean_env.setenv("DREAMING_EMBEDDING_MODEL", "stub-embed-16")

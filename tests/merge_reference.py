@@ -4,8 +4,8 @@ three each (dbt_like_sql/reference/). The set-based stage must decide exactly as
 from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import subject_embedding_text
+from dreaming_dagster.pipeline.batches import pending_batches
 from dreaming_dagster.pipeline.merging import Candidate, append_description, choose_merge_target
-from dreaming_dagster.pipeline.stages import pending_batches
 from dreaming_dagster.sql import load_sql
 
 

@@ -12,11 +12,11 @@ import numpy as np
 
 from dreaming_dagster.embeddings import EmbeddingSpec, pair_embedding_texts
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
-from dreaming_dagster.ingest.records import MemoryPair
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.retrieval.signals import PoolPair, bm25, pair_similarity, reference_signals
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import MemoryPair
 
 DIMENSION = 8
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

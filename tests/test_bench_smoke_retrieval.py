@@ -10,7 +10,9 @@ from dreaming_dagster.storage.embedded import resolved_shared_buffers
 from tests.bench_smoke import run_bench
 from tests.conftest import ORACLE
 
-pytestmark = pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
+# On the session's Postgres server (a bench alone starts its own).
+pytestmark = [pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present"),
+              pytest.mark.usefixtures("bench_on_session_server")]
 
 
 def megabytes(size: str) -> float:
@@ -19,7 +21,8 @@ def megabytes(size: str) -> float:
     return int(number) * {"kB": 1 / 1024, "MB": 1, "GB": 1024, "TB": 2**20}[unit]
 
 
-def test_recall_bench(tmp_path):
+def test_recall_bench(tmp_path, monkeypatch):
+    monkeypatch.delenv("BENCH_EMBEDDED_ADMIN_URL")  # its shared_buffers rounds restart a server of its own
     result = run_bench("recall", "--pairs", "1500", "--subjects", "300", "--topics", "20", "--light-users", "3",
                        "--mid-pairs", "400", "--queries", "15", "--shared-buffers-rounds", "1", out=tmp_path / "r.json")
     latency = result["latency_heavy_user"]

@@ -21,9 +21,9 @@ from dreaming_dagster.consolidation.passes import (
 )
 from dreaming_dagster.consolidation.providers import OfflineConsolidator, Proposal
 from dreaming_dagster.consolidation.rules import DecayPolicy, decayed
-from dreaming_dagster.ingest.records import MemoryPair
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.records import MemoryPair
 from tests.conftest import run_concurrently
 from tests.retrieval_fixtures import HashEmbedder, text_vector
 

@@ -22,7 +22,7 @@ from dreaming_dagster.defs.resources import (
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import dating, stages
+from dreaming_dagster.pipeline import dating, graph_reports, linking
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from tests.conftest import PROJECT_ROOT, pair
@@ -156,7 +156,7 @@ def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder
         assert by_asset["subjects"]["created"] >= 1 and "merge_ratio" in by_asset["subjects"]
         assert by_asset["subject_links"]["links"] >= 6 and "Top subjects" in by_asset["subject_links"]["top_subjects"]
         assert all(check.passed for check in result.get_asset_check_evaluations())
-        before = stages.graph_stats(database, "alice")
+        before = graph_reports.graph_stats(database, "alice")
 
         rebuild = definitions.resolve_job_def("rebuild_user_graph").execute_in_process(
             partition_key="alice", instance=instance)
@@ -164,7 +164,7 @@ def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder
         (rebuilt,) = rebuild.asset_materializations_for_node("pair_subjects")
         assert rebuilt.metadata["rebuilt"].value is True
         assert rebuilt.metadata["pairs"].value == 6  # every pair extracted again
-        assert stages.graph_stats(database, "alice") == before
+        assert graph_reports.graph_stats(database, "alice") == before
         assert dating.dated_pair_counts(database, "alice") == {"pairs": 6, "with_times": 6, "pending": 0}
 
 
@@ -180,7 +180,7 @@ def test_a_launchpad_merge_threshold_reaches_the_merge_stage_and_the_janitor(dat
     names = {1: "Lisbon Trip", 2: "Trip To Lisbon"}  # cosine ≈ 0.9 with all-MiniLM-L6-v2
 
     def extracted() -> None:
-        stages.clear_user_graph(database, "alice", "default")
+        linking.clear_user_graph(database, "alice", "default")
         with database.connect() as conn:
             for turn, name in names.items():
                 conn.execute("UPDATE pair_stages s SET extracted_at = now(), summary = '', extracted_subjects = "

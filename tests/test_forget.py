@@ -15,18 +15,18 @@ import uuid
 import pytest
 
 import dreaming_dagster as dd
-from dreaming_dagster.consolidation.passes import DREAM_SESSION, PassPolicy, run_pass
+from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
 from dreaming_dagster.consolidation.providers import OfflineConsolidator
 from dreaming_dagster.embeddings import _CACHES
 from dreaming_dagster.extraction.providers import OfflineExtractor
-from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.memory.forgetting import erase_user, forget_pairs, forget_session, word_patterns
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import graph_reports
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
-from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage import embedded, user_graphs
+from dreaming_dagster.storage.records import DREAM_SESSION, InvalidInputError
 from tests.conftest import PROJECT_ROOT, run_concurrently
 
 CANARY = "Zorblaxian"  # a word no pipeline, model or test writes except where the canary pairs put it
@@ -90,7 +90,7 @@ def test_an_erased_users_canary_is_in_no_table_and_no_recall_process(database, d
         assert CANARY in found[0].user_message and recaller.lexical_postings.holds_user(victim)
     assert any(CANARY in text for text in cached_texts())  # subject names the merge stage embedded
     assert CANARY in embedded.data_dump(database_url) and victim in embedded.data_dump(database_url)
-    before, graph_before = rankings(serving, bystander), stages.graph_signature(database, bystander)
+    before, graph_before = rankings(serving, bystander), graph_reports.graph_signature(database, bystander)
     # The user first forgets one pair and a session (forget_log names them meanwhile), then everything.
     kept = [p for p in dd.list_pairs(victim, database=database, limit=50).pairs if p["session_id"] == "v-s0"]
     assert forget_pairs(victim, [kept[0]["pair_id"]], database=database).pairs == 1
@@ -104,11 +104,11 @@ def test_an_erased_users_canary_is_in_no_table_and_no_recall_process(database, d
     dump = embedded.data_dump(database_url)
     assert CANARY.lower() not in dump.lower() and victim not in dump
     assert not any(CANARY in text for text in cached_texts())
-    assert rankings(serving, bystander) == before and stages.graph_signature(database, bystander) == graph_before
+    assert rankings(serving, bystander) == before and graph_reports.graph_signature(database, bystander) == graph_before
     other.recall(bystander, "sourdough bread", 3)  # the other process's next recall drops what it held
     assert not serving.lexical_postings.holds_user(victim) and not other.lexical_postings.holds_user(victim)
     assert serving.recall(victim, f"{CANARY} bakery", 3).memories == []
-    assert stages.memory_count_drift(database) == []
+    assert graph_reports.memory_count_drift(database) == []
     again = erase_user(victim, database=database)  # idempotent
     assert again.pairs == 0 and again.kg_ids == []
     for recaller in (serving, other):
@@ -135,8 +135,8 @@ def test_a_forgotten_pairs_canary_is_gone_and_the_rest_still_recalled(database, 
     assert [ranked[0] for ranked in after[:5]] == [ranked[0] for ranked in before[:5]]  # the rest still found
     kept = [p for p in dd.list_pairs("alice", database=database, limit=50).pairs if p["session_id"] != DREAM_SESSION]
     assert len(kept) == 11
-    health = stages.graph_health(database, "alice")
-    assert health["orphan_pairs"] == 0 and health["duplicate_links"] == 0 and stages.memory_count_drift(database) == []
+    health = graph_reports.graph_health(database, "alice")
+    assert health["orphan_pairs"] == 0 and health["duplicate_links"] == 0 and graph_reports.memory_count_drift(database) == []
     recaller.close()
 
 
@@ -149,7 +149,7 @@ def test_a_user_who_forgot_everything_piecemeal_is_named_nowhere_after_erasure(d
         assert forget_session("piecemeal", "p-s0", kg, database=database).pairs == 4
     assert "piecemeal" in embedded.data_dump(database_url)
     assert erase_user("piecemeal", "acme", database=database).pairs == 0
-    assert stages.user_kgs(database, "piecemeal") == []
+    assert user_graphs.user_kgs(database, "piecemeal") == []
     with database.connect() as conn:
         named = conn.execute("SELECT kg_id FROM forget_log WHERE user_id = 'piecemeal'").fetchall()
     assert [row["kg_id"] for row in named] == ["globex"]  # a tenant's erasure leaves the other tenant's audit
@@ -221,14 +221,14 @@ def test_forget_a_session_and_what_is_refused(database, local_embedder):
 def test_a_tenant_erasing_alice_leaves_another_tenants_alice(database, local_embedder):
     acme = dreamed(database, local_embedder, "alice", exchanges("a", canary_at=(2,)), kg_id="acme")
     dreamed(database, local_embedder, "alice", exchanges("g", canary_at=(2,)), kg_id="globex")
-    globex_graph = {row for row in stages.graph_signature(database, "alice")}
+    globex_graph = {row for row in graph_reports.graph_signature(database, "alice")}
     # A tenant cannot forget another tenant's pair by its id: it is simply not found there.
     assert forget_pairs("alice", [acme[0]], "globex", database=database).missing == [acme[0]]
     erase_user("alice", "acme", database=database)
     left = dd.list_pairs("alice", "globex", database=database, limit=50).pairs
     assert len(left) == 12 and dd.list_pairs("alice", "acme", database=database).pairs == []
-    assert stages.graph_signature(database, "alice") <= globex_graph and stages.graph_signature(database, "alice")
-    assert stages.user_kgs(database, "alice") == ["globex"]
+    assert graph_reports.graph_signature(database, "alice") <= globex_graph and graph_reports.graph_signature(database, "alice")
+    assert user_graphs.user_kgs(database, "alice") == ["globex"]
 
 
 def test_forgets_from_threads_and_a_fresh_process(database, database_url, local_embedder):
@@ -247,14 +247,14 @@ def test_forgets_from_threads_and_a_fresh_process(database, database_url, local_
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120,
                          env={**os.environ, "DREAMING_DATABASE_URL": database_url}, check=True).stdout
     assert '"pairs": 1' in out
-    assert len(dd.list_pairs("alice", database=database).pairs) == 2 and stages.memory_count_drift(database) == []
+    assert len(dd.list_pairs("alice", database=database).pairs) == 2 and graph_reports.memory_count_drift(database) == []
 
 
 def test_a_forget_waits_for_the_graph_lock_and_a_racing_sync_leaves_a_consistent_graph(database, local_embedder):
     old = dreamed(database, local_embedder, "alice", exchanges("a", canary_at=(0, 1, 2, 3)))
     # Held lock: the forget waits for it (the sync that holds it finishes first).
     done = threading.Event()
-    with stages.user_graph_lock(database, "alice", "default"):
+    with user_graphs.user_graph_lock(database, "alice", "default"):
         worker = threading.Thread(target=lambda: (forget_pairs("alice", old[:2], database=database), done.set()))
         worker.start()
         assert not done.wait(0.5)
@@ -275,9 +275,9 @@ def test_a_forget_waits_for_the_graph_lock_and_a_racing_sync_leaves_a_consistent
         dreamed_before = fresh[:2]
         sync_user("alice", database=database, embedder=local_embedder, extractor=OfflineExtractor(),
                   refiner=OfflineRefiner())
-        health = stages.graph_health(database, "alice")
+        health = graph_reports.graph_health(database, "alice")
         assert health["orphan_pairs"] == 0 and health["duplicate_links"] == 0 and health["duplicate_subjects"] == 0
-        assert stages.memory_count_drift(database) == []
+        assert graph_reports.memory_count_drift(database) == []
         with database.connect() as conn:
             # No subject survives without a pair (no resurrection), and each counts its real links.
             assert conn.execute("SELECT count(*) AS n FROM subjects s WHERE s.user_id = 'alice' AND "

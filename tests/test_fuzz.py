@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreaming_dagster.ingest.readers import LineRecord, read_jsonl
-from dreaming_dagster.ingest.records import InvalidInputError, Rejection, parse_pair
 from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs, save_validated_pairs
 from dreaming_dagster.retrieval.recaller import Recaller
+from dreaming_dagster.storage.records import InvalidInputError, Rejection, parse_pair
 from tests.retrieval_fixtures import HashEmbedder
 
 NASTY = ["\x00", "\ud800", "\udfff", "a\ud83d", "\ufeff", "\u202e", "\U0001f600", "'; DROP TABLE memory_pairs; --",

@@ -13,7 +13,7 @@ from dreaming_dagster.cli import main
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.hubs import HubRule
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import extracting, graph_reports, linking, refining
 from dreaming_dagster.pipeline.sync import sync_user
 
 PLACES = ["Lisbon", "Kyoto", "Denver", "Oslo", "Nairobi", "Lima", "Austin", "Porto", "Hanoi", "Quebec"]
@@ -41,16 +41,16 @@ def test_a_speakers_name_on_every_turn_is_flagged_as_a_hub_on_the_fast_path(data
     assert report["pairs"] == 60 and report["hubs"] >= 1
     assert report["largest_subject"] == "Melanie" and report["largest_is_hub"]
     assert report["generic_subjects"] == 0  # no "Wow", no "Great"
-    top = {row["subject_text"]: row for row in stages.top_subjects(database, "mel", limit=50)}
+    top = {row["subject_text"]: row for row in graph_reports.top_subjects(database, "mel", limit=50)}
     assert top["Melanie"]["hub"] and not top["Lisbon"]["hub"]  # flagged and still browsable
     # Over half of the pairs: the mega-node alarm of the Dagster check, raised by the fast path as well.
     assert any("Melanie" in warning and "mega-node" in warning for warning in result.warnings)
     # The rule decides both ways: under a looser rule the flag goes, and it comes back.
-    assert [c["subject_text"] for c in stages.flag_hubs(database, "mel", "default", HubRule(share=1.0))] == ["Melanie"]
-    assert not stages.top_subjects(database, "mel", limit=1)[0]["hub"]
-    changes = stages.flag_hubs(database, "mel", "default", HubRule())
+    assert [c["subject_text"] for c in linking.flag_hubs(database, "mel", "default", HubRule(share=1.0))] == ["Melanie"]
+    assert not graph_reports.top_subjects(database, "mel", limit=1)[0]["hub"]
+    changes = linking.flag_hubs(database, "mel", "default", HubRule())
     assert {c["subject_text"] for c in changes if c["is_hub"]} >= {"Melanie"}
-    assert stages.flag_hubs(database, "mel", "default", HubRule()) == []  # nothing changes twice
+    assert linking.flag_hubs(database, "mel", "default", HubRule()) == []  # nothing changes twice
 
 
 def test_the_fast_path_flags_and_unflags_hubs_from_what_it_linked(database, embedder16):
@@ -67,10 +67,10 @@ def test_the_fast_path_flags_and_unflags_hubs_from_what_it_linked(database, embe
               for i in range(200)]
     save_pairs("mel", others, database=database, embedder=embedder16)
     result = sync_user("mel", database=database, embedder=embedder16)
-    top = {row["subject_text"]: row for row in stages.top_subjects(database, "mel", limit=50)}
+    top = {row["subject_text"]: row for row in graph_reports.top_subjects(database, "mel", limit=50)}
     assert result.links["hubs_changed"] >= 1 and not top["Melanie"]["hub"]
     # What the fast path decided is what the whole-graph rule decides: nothing left to change.
-    assert stages.flag_hubs(database, "mel", "default", HubRule()) == []
+    assert linking.flag_hubs(database, "mel", "default", HubRule()) == []
 
 
 def test_a_changed_hub_rule_reflags_on_the_next_run_without_new_pairs(database, embedder16, clean_env):
@@ -158,12 +158,12 @@ def test_extraction_reads_the_users_own_memory_for_recurring_names(database, emb
     sync_user("ann", database=database, embedder=embedder16)
     sync_user("bob", database=database, embedder=embedder16)
     asked = ["pizza stone", "stand mixer", "bread", "melanie"]
-    assert stages.held_subject_names(database, "ann", "default", asked) == {"pizza stone": False}
-    assert stages.held_subject_names(database, "bob", "default", asked) == {"stand mixer": False}  # its own only
+    assert extracting.held_subject_names(database, "ann", "default", asked) == {"pizza stone": False}
+    assert extracting.held_subject_names(database, "bob", "default", asked) == {"stand mixer": False}  # its own only
     # Extracted and not merged yet (an earlier batch of a backlog) counts as held too.
     one("ann", "We went to the Louvre in Paris.", 1)
-    stages.extract_pending(database, OfflineExtractor(), "ann", "default")
-    assert stages.held_subject_names(database, "ann", "default", ["louvre", "paris"]) == {
+    extracting.extract_pending(database, OfflineExtractor(), "ann", "default")
+    assert extracting.held_subject_names(database, "ann", "default", ["louvre", "paris"]) == {
         "louvre": False, "paris": False}
     # A new pair naming several topics keeps the one ann's memory holds first.
     one("ann", "Yesterday I used my stand mixer, a baking steel and the pizza stone for bread dough.", 2)
@@ -175,7 +175,7 @@ def test_extraction_reads_the_users_own_memory_for_recurring_names(database, emb
     # A hub of the user's graph is held as a hub.
     save_pairs("mel", chat_log(), database=database, embedder=embedder16)
     sync_user("mel", database=database, embedder=embedder16)
-    assert stages.held_subject_names(database, "mel", "default", asked) == {"melanie": True}
+    assert extracting.held_subject_names(database, "mel", "default", asked) == {"melanie": True}
 
 
 def test_a_refinement_batch_keeps_taken_names_and_fails_only_the_refused_subject(database, embedder16):
@@ -207,7 +207,7 @@ def test_a_refinement_batch_keeps_taken_names_and_fails_only_the_refused_subject
             return [Refinement.model_construct(name=proposals[name], narrative=f"All about {name}.")
                     for name, _ in subjects]
 
-    stats = stages.refine_pending(database, Proposing(), embedder16, "ann", "default")
+    stats = refining.refine_pending(database, Proposing(), embedder16, "ann", "default")
     with database.connect() as conn:
         rows = {str(r["id"]): r for r in conn.execute(
             "SELECT id, subject_text, description_text, embedding FROM subjects WHERE user_id = 'ann'")}
@@ -222,7 +222,7 @@ def test_a_refinement_batch_keeps_taken_names_and_fails_only_the_refused_subject
 
 
 def test_a_bad_kg_id_is_refused_before_any_stage_runs(database, embedder16):
-    from dreaming_dagster.ingest.records import InvalidInputError
+    from dreaming_dagster.storage.records import InvalidInputError
 
     save_pairs("mel", chat_log(3), database=database, embedder=embedder16, embed=False)
     with pytest.raises(InvalidInputError) as refused:

@@ -10,8 +10,9 @@ import time
 import psycopg
 import pytest
 
-from dreaming_dagster.pipeline.stages import user_graph_lock
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.embedding_spec import EmbeddingSpec
+from dreaming_dagster.storage.user_graphs import user_graph_lock
 
 
 def advisory_locks(database_url: str, pid: int | None = None) -> int:
@@ -30,6 +31,7 @@ def lock_holder(database_url: str) -> int | None:
 @pytest.fixture
 def pooled(database_url):
     database = Database(database_url, pool_size=2)
+    database.ensure_schema(EmbeddingSpec("lock-test", 4))  # the lock's key is a SQL function (migration 0029)
     yield database
     database.close()
 
@@ -89,6 +91,7 @@ def test_a_lock_connection_comes_back_with_no_lock_on_it(pooled, database_url):
 
 def test_more_holders_than_the_lock_pool_holds_are_not_refused(database_url):
     database = Database(database_url, pool_size=1)
+    database.ensure_schema(EmbeddingSpec("lock-test", 4))
     inside, errors = threading.Barrier(4, timeout=60), []
 
     def hold(user: str) -> None:

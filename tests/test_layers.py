@@ -7,35 +7,83 @@ import ast
 from tests.conftest import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "dreaming_dagster"
+# Bottom to top. A unit is a folder of the package (config's modules each count alone) or a top-level module.
 LAYERS = [
-    {"config.settings", "config.dagster_env", "sql", "storage"},
-    {"hubs", "embeddings", "onnx_encoder", "llm", "extraction", "prompts", "dates", "config.runtime"},
-    {"ingest", "pipeline", "retrieval", "consolidation", "training", "reembed", "reporting", "memory"},
-    {"defs", "service", "cli", "demo", "definitions", ""},
+    {"config.settings", "config.dagster_env", "sql", "storage"},  # settings, SQL, connections, records, locks
+    {"hubs", "embeddings", "onnx_encoder", "llm", "extraction", "prompts", "dates"},  # models and parsers
+    {"config.runtime"},  # the process's defaults, built from the two layers below
+    {"ingest", "retrieval", "pipeline", "consolidation", "memory", "training", "reembed", "reporting"},  # the work
+    {"defs", "service", "cli", "demo", "definitions", ""},  # what users run
 ]
-# The one arrow upward: the process's default Recaller, built (lazily) beside its default database and embedder.
-ALLOWED = {("config.runtime", "retrieval.recaller")}
+# Arrows allowed against the rules, each with why. Empty: every shared need lives below its users.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def unit(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "config" else parts[0]
 
 
 def layer(module: str) -> int:
-    parts = module.split(".")
-    for key in (".".join(parts[:2]), parts[0]):
-        for index, names in enumerate(LAYERS):
-            if key in names:
-                return index
+    for index, names in enumerate(LAYERS):
+        if unit(module) in names:
+            return index
     raise AssertionError(f"{module} is in no layer: add it to LAYERS and the README's layout")
 
 
-def test_no_module_imports_from_a_layer_above_its_own():
-    upward = []
+def import_arrows() -> set[tuple[str, str]]:
+    """(importing module, imported module) for every import of the package's own modules."""
+    arrows = set()
     for path in PACKAGE.rglob("*.py"):
         module = ".".join(path.relative_to(PACKAGE).with_suffix("").parts).removesuffix("__init__").rstrip(".")
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dreaming_dagster."):
                 target = node.module.removeprefix("dreaming_dagster.")
-                if layer(target) > layer(module) and (module, target) not in ALLOWED:
-                    upward.append(f"{module} -> {target}")
+                folder = PACKAGE.joinpath(*target.split("."))
+                for alias in node.names:  # `from dreaming_dagster.config import runtime` imports config.runtime
+                    submodule = (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
+                    arrows.add((module, f"{target}.{alias.name}" if submodule else target))
+    return arrows
+
+
+def unit_cycle(arrows: set[tuple[str, str]]) -> list[str]:
+    """A cycle between units (``[a, b, …, a]``), or [] when the units' imports form no cycle."""
+    graph: dict[str, set[str]] = {}
+    for source, target in arrows:
+        if unit(source) != unit(target) and (unit(source), unit(target)) not in ALLOWED:
+            graph.setdefault(unit(source), set()).add(unit(target))
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        if node in path:
+            return [*path[path.index(node):], node]
+        if node in done:
+            return []
+        for following in sorted(graph.get(node, ())):
+            if found := visit(following, [*path, node]):
+                return found
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        if found := visit(start, []):
+            return found
+    return []
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    upward = [f"{source} -> {target}" for source, target in sorted(import_arrows())
+              if layer(target) > layer(source) and (unit(source), unit(target)) not in ALLOWED]
     assert upward == []
+
+
+def test_no_two_units_import_each_other_even_through_others():
+    assert unit_cycle(import_arrows()) == []
+
+
+def test_an_added_cycle_is_caught():
+    # ingest below pipeline: one arrow back (ingest importing a pipeline module) closes a cycle.
+    assert unit_cycle(import_arrows() | {("ingest.embedding", "pipeline.batches")})[0] in {"ingest", "pipeline"}
 
 
 def test_every_package_the_code_imports_is_a_declared_dependency():

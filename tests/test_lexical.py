@@ -12,7 +12,6 @@ from datetime import timedelta
 
 import pytest
 
-from dreaming_dagster.ingest.records import InvalidInputError, MemoryPair
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY, SignalWeights
 from dreaming_dagster.retrieval.recaller import (
@@ -23,6 +22,7 @@ from dreaming_dagster.retrieval.recaller import (
 )
 from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES, bm25
 from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.records import InvalidInputError, MemoryPair
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_lexemes, text_vector
 
 
@@ -298,7 +298,7 @@ def test_the_pool_reads_a_fraction_of_a_common_words_postings(database):
                                   query_text=query, weights=COSINE_ONLY, pool_size=1, lexical_pool_size=10,
                                   lexical_pruning=LexicalPruning(seed_postings=128))
     with database.connect() as conn:
-        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + load_sql("retrieval/composite_ranking"),
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + load_sql("retrieval/exact_lexical_top_k"),
                             params).fetchone()["QUERY PLAN"][0]["Plan"]
         holders = conn.execute(
             "SELECT count(*) AS n FROM pair_words w JOIN user_lexemes u ON u.id = ANY (w.lexeme_ids) "
@@ -315,7 +315,7 @@ def test_the_pool_reads_a_fraction_of_a_common_words_postings(database):
     # threshold the first raised: on a six-word query most candidates are never scored.
     wide = "the river bread violin kitten rocket"
     with database.connect() as conn:
-        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + load_sql("retrieval/composite_ranking"),
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + load_sql("retrieval/exact_lexical_top_k"),
                             params | {"query_text": wide, "query": text_vector(wide), "lexical_pool_size": 5}
                             ).fetchone()["QUERY PLAN"][0]["Plan"]
     assert rows(plan, "first_scores") + rows(plan, "second_scores") < rows(plan, "lexical_candidates") / 2

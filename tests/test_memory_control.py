@@ -20,7 +20,6 @@ from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.extraction.providers import OfflineExtractor
-from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
 from dreaming_dagster.pipeline.sync import save_and_sync
 from dreaming_dagster.retrieval.recaller import Recaller
@@ -28,6 +27,7 @@ from dreaming_dagster.service import keys
 from dreaming_dagster.service.app import create_app
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import InvalidInputError
 from tests.conftest import run_concurrently
 from tests.test_forget import CANARY, dreamed, exchanges
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import graph_reports, linking
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
@@ -37,7 +37,7 @@ def test_the_counts_follow_every_write_and_stay_with_their_user(database):
     save_pairs("kai", [pair(n, session="deferred") for n in range(6)], database=database, embedder=EMBEDDER)
     assert stored(database, "kai") == (6, 0) and stored(database, "lea") == (3, 0)  # the repeats add nothing
     kai_pairs = dream_and_link(database, "kai", [NAMES, NAMES[:2], [NAMES[3]]])
-    assert stored(database, "kai") == (9, 4) and stages.memory_count_drift(database) == []
+    assert stored(database, "kai") == (9, 4) and graph_reports.memory_count_drift(database) == []
     lea = stored(database, "lea")
 
     # Consolidation archives a subject and brings it back; archiving it twice counts once.
@@ -52,11 +52,11 @@ def test_the_counts_follow_every_write_and_stay_with_their_user(database):
         # A deleted pair (its links cascade) and one statement inserting for several users.
         conn.execute("DELETE FROM memory_pairs WHERE id = %s", (kai_pairs[0],))
         conn.execute(load_sql("bench/bulk_pairs_for_users"), {"users": 3})
-    assert stored(database, "kai") == (8, 4) and stages.memory_count_drift(database) == []
+    assert stored(database, "kai") == (8, 4) and graph_reports.memory_count_drift(database) == []
 
-    stages.clear_user_graph(database, "kai", "default")
+    linking.clear_user_graph(database, "kai", "default")
     assert stored(database, "kai") == (8, 0) and stored(database, "lea") == lea
-    assert stages.memory_count_drift(database) == [] and stages.memory_count_drift(database, "kai") == []
+    assert graph_reports.memory_count_drift(database) == [] and graph_reports.memory_count_drift(database, "kai") == []
 
     # The profile refresh copies them; recall of a user never dreamed reads them live.
     refresh_profile(database, "kai", "default")
@@ -76,9 +76,9 @@ def test_a_drifted_count_is_reported(database):
     save_pairs("ned", [pair(n) for n in range(2)], database=database, embedder=EMBEDDER)
     with database.connect() as conn:
         conn.execute("UPDATE memory_counts SET pair_count = 5 WHERE user_id = 'mo'")
-    drift = stages.memory_count_drift(database)
+    drift = graph_reports.memory_count_drift(database)
     assert [(d["user_id"], d["pairs"], d["stored_pairs"]) for d in drift] == [("mo", 2, 5)]
-    assert stages.memory_count_drift(database, "ned") == []
+    assert graph_reports.memory_count_drift(database, "ned") == []
 
 
 def test_concurrent_savers_of_overlapping_batches_count_each_pair_once(database):
@@ -92,7 +92,7 @@ def test_concurrent_savers_of_overlapping_batches_count_each_pair_once(database)
         return save_pairs("zoe", mine, database=database, embedder=EMBEDDER, embed=False).inserted
 
     assert sum(run_concurrently(saver, 6)) == 40
-    assert stored(database, "zoe") == (40, 0) and stages.memory_count_drift(database) == []
+    assert stored(database, "zoe") == (40, 0) and graph_reports.memory_count_drift(database) == []
 
 
 def test_migration_0024_counts_what_was_stored_before_it(database_url, monkeypatch):
@@ -114,5 +114,5 @@ def test_migration_0024_counts_what_was_stored_before_it(database_url, monkeypat
     new = Database(database_url)
     new.ensure_schema(EMBEDDER.spec)
     assert stored(new, "mo") == (2, 3) and stored(new, "ned") == (5, 0)
-    assert stages.memory_count_drift(new) == []
+    assert graph_reports.memory_count_drift(new) == []
     new.close()

@@ -7,7 +7,7 @@ import pytest
 from dreaming_dagster.extraction.providers import OpenAIExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError
-from dreaming_dagster.pipeline.stages import extract_pending
+from dreaming_dagster.pipeline.extracting import extract_pending
 from tests.conftest import pair
 
 GOOD = json.dumps({"summary": "User plans a Lisbon trip.", "subjects": [

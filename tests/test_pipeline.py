@@ -17,7 +17,7 @@ from dreaming_dagster.ingest.readers import (
     sessions_in_date_order,
 )
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import extracting, graph_reports, linking
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.storage.database import Database
@@ -37,11 +37,11 @@ def sync(database, embedder, user_id="alice"):
 
 
 def graph_signature(database: Database, user_id: str = "alice") -> set[tuple]:
-    return stages.graph_signature(database, user_id)
+    return graph_reports.graph_signature(database, user_id)
 
 
 def assert_graph_is_clean(database: Database, user_id: str = "alice") -> None:
-    health = stages.graph_health(database, user_id)
+    health = graph_reports.graph_health(database, user_id)
     unfinished, duplicates = health["unfinished_pairs"], health["duplicate_subjects"]
     orphans, unlinked = health["orphan_pairs"], health["unlinked_subjects"]
     assert (unfinished, duplicates, orphans, unlinked) == (0, 0, 0, 0)
@@ -65,7 +65,7 @@ def test_sync_builds_a_clean_graph_and_is_idempotent(dreamed_slice, local_embedd
     assert result.links["links"] >= result.merge["created"]
     assert result.refinement["refined"] > 0
     assert_graph_is_clean(database)
-    graph = stages.graph_stats(database, "alice")
+    graph = graph_reports.graph_stats(database, "alice")
     assert graph["key_subjects"] == graph["subjects"] > 0
     with database.connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM subjects WHERE description_text LIKE '%% | %%'"
@@ -86,14 +86,14 @@ def test_distinct_subjects_stay_apart_and_near_duplicates_merge(database, local_
         for i, name in enumerate(distinct):
             conn.execute("UPDATE pair_stages s SET extracted_at = now(), extracted_subjects = %s::jsonb "
                          "FROM memory_pairs p WHERE p.id = s.pair_id AND p.turn_index = %s", (f'[{{"name": "{name}", "description": "d{i}", "type": "topic"}}]', i))
-    stats = stages.merge_pending(database, local_embedder, "alice", "default")
+    stats = linking.merge_pending(database, local_embedder, "alice", "default")
     assert (stats.created, stats.merged) == (len(distinct), 0)
     save_pairs("alice", [pair(20, user_message="more marathon")], database=database, embedder=local_embedder)
     with database.connect() as conn:
         conn.execute("UPDATE pair_stages s SET extracted_at = now(), extracted_subjects = "
                      "'[{\"name\": \"Marathon Training Plan\", \"description\": \"week 3\", \"type\": \"activity\"}]'"
                      "::jsonb FROM memory_pairs p WHERE p.id = s.pair_id AND p.turn_index = 20")
-    merged = stages.merge_pending(database, local_embedder, "alice", "default")
+    merged = linking.merge_pending(database, local_embedder, "alice", "default")
     assert (merged.created, merged.merged) == (0, 1)
     with database.connect() as conn:
         row = conn.execute("SELECT subject_text, description_text, reinforcement_count FROM subjects "
@@ -118,7 +118,7 @@ def test_the_janitor_relinks_stored_pairs_without_links(database, local_embedder
     with database.connect() as conn:
         victim = conn.execute("SELECT pair_id FROM subject_memory_pair_links LIMIT 1").fetchone()["pair_id"]
         conn.execute("DELETE FROM subject_memory_pair_links WHERE pair_id = %s", (victim,))
-    stats = stages.link_pending(database, local_embedder, "alice", "default")
+    stats = linking.link_pending(database, local_embedder, "alice", "default")
     assert stats.janitor_reset == 1 and stats.links >= 1
     assert graph_signature(database) == before
     assert_graph_is_clean(database)
@@ -149,7 +149,7 @@ def test_a_rebuild_after_chunked_arrival_gives_the_graph_of_one_sync(database, l
     # as they arrive may keep other subjects than one sync of them all; every pair is linked either way.
     assert {pair for _, pairs in incremental for pair in pairs} == {pair for _, pairs in dreamed_slice[2]
                                                                       for pair in pairs}
-    stages.clear_user_graph(database, "alice", "default")
+    linking.clear_user_graph(database, "alice", "default")
     with database.connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM subjects").fetchone()["n"] == 0
     sync(database, local_embedder)
@@ -213,7 +213,7 @@ def test_the_set_based_merge_decides_as_the_one_at_a_time_merge(database, local_
     def arrive(records: list[dict]) -> None:
         for user in users:
             save_pairs(user, records, database=database, embedder=local_embedder, embed=False)
-            stages.extract_pending(database, OfflineExtractor(), user, "default")
+            extracting.extract_pending(database, OfflineExtractor(), user, "default")
             with database.connect() as conn, conn.transaction():
                 # What plain extraction does not produce on its own: a name twice in one pair and a
                 # near-variant beside it, a name whose live subject's embedding is far from the name (a
@@ -239,7 +239,7 @@ def test_the_set_based_merge_decides_as_the_one_at_a_time_merge(database, local_
     arrive(oracle_records(4))
     assert pair_subject_names(database, users[0]) == pair_subject_names(database, users[1])  # same input
     reference = merge_one_at_a_time(database, local_embedder, users[0], "default", 0.75)
-    set_based = stages.merge_pending(database, local_embedder, users[1], "default", threshold=0.75, batch_size=7)
+    set_based = linking.merge_pending(database, local_embedder, users[1], "default", threshold=0.75, batch_size=7)
     assert reference["created"] > 50 and reference["merged"] > 20 and reference["reused"] == 1
     assert (set_based.pairs, set_based.created, set_based.merged, set_based.reused) == (
         reference["pairs"], reference["created"], reference["merged"], reference["reused"])
@@ -248,7 +248,7 @@ def test_the_set_based_merge_decides_as_the_one_at_a_time_merge(database, local_
 
     arrive(oracle_records(2, start=4))  # a second run merges into the subjects of the first
     reference = merge_one_at_a_time(database, local_embedder, users[0], "default", 0.75)
-    set_based = stages.merge_pending(database, local_embedder, users[1], "default", threshold=0.75)
+    set_based = linking.merge_pending(database, local_embedder, users[1], "default", threshold=0.75)
     assert reference["merged"] > 0
     assert (set_based.created, set_based.merged, set_based.reused) == (
         reference["created"], reference["merged"], reference["reused"])

@@ -12,7 +12,7 @@ from dreaming_dagster.ingest.readers import (
     session_pairs,
     sessions_in_date_order,
 )
-from dreaming_dagster.ingest.records import Rejection
+from dreaming_dagster.storage.records import Rejection
 from tests.conftest import ORACLE
 
 

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from dreaming_dagster.ingest.records import (
+from dreaming_dagster.storage.records import (
     MAX_MESSAGE_CHARS,
     InvalidInputError,
     parse_pair,

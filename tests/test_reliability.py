@@ -23,17 +23,15 @@ from dreaming_dagster.extraction.providers import OpenAIExtractor
 from dreaming_dagster.extraction.schema import Extraction
 from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions, read_jsonl, read_longmemeval
-from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError, ProviderUnavailableError
-from dreaming_dagster.pipeline.pending_work import (
-    MAX_EXTRACTION_ATTEMPTS,
-    pending_work_params,
-)
-from dreaming_dagster.pipeline.stages import extract_pending, reset_failed_extractions
+from dreaming_dagster.pipeline.extracting import extract_pending, reset_failed_extractions
+from dreaming_dagster.pipeline.pending_work import pending_work_params
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.records import InvalidInputError
+from dreaming_dagster.storage.user_graphs import MAX_EXTRACTION_ATTEMPTS
 from tests.conftest import PROJECT_ROOT, pair, run_concurrently
 from tests.retrieval_fixtures import HashEmbedder
 
@@ -95,7 +93,8 @@ def test_every_public_function_repeatedly_from_8_threads_at_once(api_env, monkey
     from psycopg_pool import ConnectionPool
 
     import dreaming_dagster as dd
-    from dreaming_dagster.config.runtime import default_database, default_recaller
+    from dreaming_dagster.config.runtime import default_database
+    from dreaming_dagster.retrieval import default_recaller
 
     # 8 threads share the API's pool of 4 connections. No call may take a second connection of a pool while
     # it holds one: with every connection held by a caller waiting for another, all would wait.

@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
-from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.retrieval.features import FEATURE_NAMES, UserProfile, build_features
 from dreaming_dagster.retrieval.ranker import (
     COSINE_ONLY,
@@ -25,6 +24,7 @@ from dreaming_dagster.retrieval.ranker import (
 )
 from dreaming_dagster.retrieval.recaller import Recaller, composite_parameters, composite_rows
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, combined_score
+from dreaming_dagster.storage.records import InvalidInputError
 from tests.bench_smoke import bench_module
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_lexemes, text_vector
 

@@ -13,12 +13,12 @@ import pytest
 
 import dreaming_dagster as dd
 from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
-from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs
 from dreaming_dagster.llm.client import JSONChatClient
-from dreaming_dagster.pipeline import stages
+from dreaming_dagster.pipeline import graph_reports
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import save_and_sync, sync_user
+from dreaming_dagster.storage.records import InvalidInputError
 from tests.conftest import PROJECT_ROOT, pair, run_concurrently
 
 EXCHANGES = [
@@ -45,9 +45,9 @@ def test_one_call_dreams_the_same_graph_as_two_calls(database, local_embedder):
         assert one.saved.inserted == 1
         assert one.synced.extraction["pairs"] == two.extraction["pairs"] == 1
         assert one.synced.links["links"] == two.links["links"] > 0
-        assert stages.graph_signature(database, "one-call") == stages.graph_signature(database, "two-calls")
+        assert graph_reports.graph_signature(database, "one-call") == graph_reports.graph_signature(database, "two-calls")
     # The pairs are stored as save_pairs stores them, and nothing of one user leaks into the other.
-    assert stages.graph_stats(database, "one-call") == stages.graph_stats(database, "two-calls")
+    assert graph_reports.graph_stats(database, "one-call") == graph_reports.graph_stats(database, "two-calls")
 
 
 def test_a_batch_a_retry_and_older_pending_pairs(database, local_embedder):
@@ -57,12 +57,12 @@ def test_a_batch_a_retry_and_older_pending_pairs(database, local_embedder):
                            extractor=extractor, refiner=OfflineRefiner())
     # The two new pairs and the older pending one are dreamed in the same sync.
     assert (result.saved.inserted, result.synced.extraction["pairs"]) == (2, 3)
-    signature = stages.graph_signature(database, "alice")
+    signature = graph_reports.graph_signature(database, "alice")
     again = save_and_sync("alice", [exchange(1), exchange(2)], database=database, embedder=local_embedder,
                           extractor=extractor, refiner=OfflineRefiner())
     # A retry stores nothing and leaves the graph as it was.
     assert (again.saved.inserted, again.saved.duplicates) == (0, 2)
-    assert again.synced.extraction.get("pairs", 0) == 0 and stages.graph_signature(database, "alice") == signature
+    assert again.synced.extraction.get("pairs", 0) == 0 and graph_reports.graph_signature(database, "alice") == signature
 
 
 def test_bad_input_names_the_field_and_stores_nothing_for_it(database, local_embedder):
@@ -75,13 +75,13 @@ def test_bad_input_names_the_field_and_stores_nothing_for_it(database, local_emb
         save_and_sync("alice", [exchange(0), {**exchange(1), "occurred_at": "not a date"}], strict=True,
                       database=database, embedder=local_embedder, extractor=OfflineExtractor(),
                       refiner=OfflineRefiner())
-    assert stages.graph_stats(database, "alice")["pairs"] == 0
+    assert graph_reports.graph_stats(database, "alice")["pairs"] == 0
     # Not strict: the valid record is saved and dreamed, the other comes back naming its field.
     result = save_and_sync("alice", [exchange(0), {**exchange(1), "occurred_at": "not a date"}],
                            database=database, embedder=local_embedder, extractor=OfflineExtractor(),
                            refiner=OfflineRefiner())
     assert result.saved.inserted == 1 and [r.field for r in result.saved.rejected] == ["occurred_at"]
-    assert result.synced.extraction["pairs"] == 1 and stages.graph_stats(database, "alice")["pairs"] == 1
+    assert result.synced.extraction["pairs"] == 1 and graph_reports.graph_stats(database, "alice")["pairs"] == 1
 
 
 def test_from_threads_each_user_gets_its_own_graph(database, local_embedder):
@@ -98,9 +98,9 @@ def test_from_threads_each_user_gets_its_own_graph(database, local_embedder):
         return user
 
     for user in run_concurrently(one_user, 4):
-        stats = stages.graph_stats(database, user)
+        stats = graph_reports.graph_stats(database, user)
         assert stats["pairs"] == 2 and stats["subjects"] > 0
-        assert stages.graph_health(database, user)["unfinished_pairs"] == 0
+        assert graph_reports.graph_health(database, user)["unfinished_pairs"] == 0
 
 
 def test_an_llm_extractor_is_called_once_a_pair(database, local_embedder, openai_stub):
@@ -115,7 +115,7 @@ def test_an_llm_extractor_is_called_once_a_pair(database, local_embedder, openai
                            extractor=llm(), refiner=OfflineRefiner())
     assert result.synced.extraction["pairs"] == 2
     assert len(openai_stub.chat_calls("main-model")) == 2
-    ((_, linked_pairs),) = stages.graph_signature(database, "alice")  # one subject, linked to both pairs
+    ((_, linked_pairs),) = graph_reports.graph_signature(database, "alice")  # one subject, linked to both pairs
     assert len(linked_pairs) == 2
 
 

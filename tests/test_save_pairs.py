@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from dreaming_dagster.ingest.embedding import embed_pending_pairs, user_stats
-from dreaming_dagster.ingest.records import InvalidInputError, parse_pair
 from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs, save_validated_pairs
+from dreaming_dagster.storage.records import InvalidInputError, parse_pair
 from tests.conftest import pair, run_concurrently, stub_embedder
 
 

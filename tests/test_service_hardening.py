@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -85,7 +84,7 @@ class Served:
         return psycopg.connect(embedded.embedded_url(self.data_dir / "pgdata", database), autocommit=True)
 
     def graph_lock_held(self, user_id: str = "alice", kg_id: str = "acme") -> bool:
-        """Whether a sync holds the graph lock of (user, kg) (pipeline/stages.user_graph_lock's key)."""
+        """Whether a sync holds the graph lock of (user, kg) (storage/user_graphs.user_graph_lock's key)."""
         with self.admin_connection() as conn:
             return conn.execute(load_sql("bench/graph_lock_held"), {"user_id": user_id, "kg_id": kg_id}).fetchone()[0]
 
@@ -198,35 +197,14 @@ def test_sigterm_stops_the_embedded_server_the_service_started(served):
     wait_for(lambda: not postmaster.exists(), 30, "the embedded server to stop")
 
 
-def test_wrong_keys_are_throttled_before_the_database_and_timeouts_close_slow_clients(served):
+def test_timeouts_close_slow_clients_and_a_key_in_the_query_string_is_refused(served):
+    # The flood of wrong keys (429s, the database transactions it costs) is the service-faults bench's smoke run.
     served.env |= {"DREAMING_SERVE_HEADER_TIMEOUT_SECONDS": "1", "DREAMING_SERVE_BODY_TIMEOUT_SECONDS": "2",
                    "DREAMING_SERVE_IDLE_TIMEOUT_SECONDS": "1"}
     headers = served.key("acme")
     process = served.start()
     try:
         served.wait_healthy(process)
-        with served.admin_connection("postgres") as conn:  # another database: its queries are not counted
-            def transactions() -> int:
-                return conn.execute(load_sql("bench/database_transactions"), {"database": "dreaming"}).fetchone()[0]
-
-            time.sleep(11)  # the server's start-up transactions reported first
-            conn.execute("SELECT pg_stat_clear_snapshot()")
-            before = transactions()
-            statuses = []
-            started = time.monotonic()
-            with httpx.Client(timeout=10) as client:
-                for _ in range(2000):
-                    statuses.append(client.post(f"{served.url}/v1/recall", json={"user_id": "u", "query": "q"},
-                                                headers={"Authorization": f"Bearer dd_{secrets.token_urlsafe(32)}"}
-                                                ).status_code)
-            flood_seconds = time.monotonic() - started
-            time.sleep(11)  # an idle backend reports its transactions within 10 s (PGSTAT_IDLE_INTERVAL)
-            conn.execute("SELECT pg_stat_clear_snapshot()")
-            spent = transactions() - before
-        after_burst = statuses[DreamingSettings().serve_auth_failure_burst:]
-        assert set(statuses) <= {401, 429} and flood_seconds < 120
-        assert after_burst.count(429) >= 0.95 * len(after_burst), statuses.count(429)
-        assert spent <= 20, f"{spent} database transactions for 2,000 wrong keys"
         # A key sent in the query string is refused and never written to the log.
         secret = headers["Authorization"].split()[1]
         assert httpx.get(f"{served.url}/v1/users/u/stats?api_key={secret}", timeout=5).status_code in (401, 429)

@@ -13,9 +13,10 @@ import psycopg
 import pytest
 
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline import merging, stages
+from dreaming_dagster.pipeline import linking, merging, refining
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import user_graphs
 from dreaming_dagster.storage.database import Database
 from tests.conftest import pair
 from tests.retrieval_fixtures import HashEmbedder
@@ -31,9 +32,9 @@ def merge_pair(conn: psycopg.Connection, user_id: str, n: int, names: list[str])
               "extracted_subjects": [{"name": name, "description": f"{name}, mentioned in pair {n}", "type": "topic"}
                                      for name in names]}]
     vectors = dict(zip(names, EMBEDDER.embed(names), strict=True))
-    known = stages.read_batch_candidates(conn, pairs, vectors, user_id, "default", merging.DEFAULT_THRESHOLD)
+    known = linking.read_batch_candidates(conn, pairs, vectors, user_id, "default", merging.DEFAULT_THRESHOLD)
     plan = merging.plan_batch_merge(pairs, known, lambda: str(uuid.uuid4()), merging.DEFAULT_THRESHOLD)
-    stages.write_merge_plan(conn, plan, vectors, user_id, "default")
+    linking.write_merge_plan(conn, plan, vectors, user_id, "default")
     return plan
 
 
@@ -148,7 +149,7 @@ def test_stage_five_reads_the_queue_and_refines_what_it_lists(graph):
         other = conn.execute(load_sql("pipeline/pending_refinement_batch"),
                              {"user_id": "eve", "kg_id": "default", "limit": 50, "skip_ids": []}).fetchall()
     assert sorted(r["subject_text"] for r in batch) == sorted(NAMES[:2]) and other == []
-    refined = stages.refine_pending(graph, OfflineRefiner(), EMBEDDER, "dee", "default")
+    refined = refining.refine_pending(graph, OfflineRefiner(), EMBEDDER, "dee", "default")
     with graph.connect() as conn:
         queued, pending = queue_matches_predicate(conn)
     assert refined.refined == 2 and queued == pending == set()
@@ -185,7 +186,7 @@ def test_refinement_embeds_only_new_names_and_a_kept_name_keeps_its_vector(graph
     with graph.connect() as conn:
         before = {r["subject_text"]: r for r in conn.execute(query)}
     embedder = CountingEmbedder()
-    refined = stages.refine_pending(graph, RenamingRefiner(), embedder, "hal", "default")
+    refined = refining.refine_pending(graph, RenamingRefiner(), embedder, "hal", "default")
     with graph.connect() as conn:
         after = {r["subject_text"]: r for r in conn.execute(query)}
     assert refined.refined == len(TITLED) and refined.renamed == 1
@@ -277,19 +278,19 @@ def test_migration_0022_queues_what_was_pending_and_renews_the_centroids(databas
 
 
 def test_a_users_graphs_are_listed_by_a_skip_scan(graph):
-    """stages.user_kgs lists exactly the user's graphs, in order, and never reads every pair: its plan descends
+    """user_graphs.user_kgs lists exactly the user's graphs, in order, and never reads every pair: its plan descends
     an index once a graph (a SELECT DISTINCT read all of a 100,000-pair user's index entries, 203 ms)."""
     for user, graphs in (("ivy", ["work", "default", "Zed", "a-b"]), ("jon", ["home"])):
         for n, kg in enumerate(graphs * 3):
             save_pairs(user, [pair(n)], kg_id=kg, database=graph, embedder=EMBEDDER, embed=False)
-    assert set(stages.user_kgs(graph, "ivy")) == {"work", "default", "Zed", "a-b"}
-    assert stages.user_kgs(graph, "jon") == ["home"] and stages.user_kgs(graph, "kim") == []
+    assert set(user_graphs.user_kgs(graph, "ivy")) == {"work", "default", "Zed", "a-b"}
+    assert user_graphs.user_kgs(graph, "jon") == ["home"] and user_graphs.user_kgs(graph, "kim") == []
     with graph.connect() as conn:
         ordered = [r["kg_id"] for r in conn.execute(
             "SELECT DISTINCT kg_id FROM memory_pairs WHERE user_id = 'ivy' ORDER BY kg_id")]
         plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
-            "EXPLAIN (ANALYZE, COSTS OFF) " + load_sql("pipeline/user_kgs"), {"user_id": "ivy"}))
-    assert stages.user_kgs(graph, "ivy") == ordered  # the order of the database's collation, as before
+            "EXPLAIN (ANALYZE, COSTS OFF) " + load_sql("storage/user_kgs"), {"user_id": "ivy"}))
+    assert user_graphs.user_kgs(graph, "ivy") == ordered  # the order of the database's collation, as before
     assert "Recursive Union" in plan and "Seq Scan on memory_pairs" not in plan, plan
 
 
@@ -348,7 +349,7 @@ def test_a_subjects_link_count_follows_every_write_of_its_links(graph):
         assert {name: row["link_count"] for name, row in subject_rows(conn, "kai").items()} == {
             "Hawaii trip": 4, "sourdough baking": 2, "marathon training": 2, "Lisbon hotels": 1}
         assert link_count_mismatches(conn) == []
-    stages.clear_user_graph(graph, "kai", "default")
+    linking.clear_user_graph(graph, "kai", "default")
     with graph.connect() as conn:
         assert subject_rows(conn, "kai") == {} and link_count_mismatches(conn) == []
         assert subject_rows(conn, "lea") == lea_before

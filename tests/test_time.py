@@ -20,8 +20,8 @@ from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient
 from dreaming_dagster.pipeline import dating
+from dreaming_dagster.pipeline.extracting import extract_pending
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
-from dreaming_dagster.pipeline.stages import extract_pending
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.reporting import recall_table
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from dreaming_dagster.ingest.records import MemoryPair, parse_timestamp
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.storage.records import MemoryPair, parse_timestamp
 from dreaming_dagster.training.approx_ndcg import approx_ndcg, true_ndcg
 from dreaming_dagster.training.evaluation import evaluate, markdown_report
 from dreaming_dagster.training.longmemeval import benchmark_user, iter_questions, parse_question

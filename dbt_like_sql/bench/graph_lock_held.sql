@@ -1,6 +1,6 @@
--- Whether someone holds the graph lock of (user, kg): pipeline/stages.user_graph_lock's advisory key, split
--- into pg_locks' two 32-bit halves.
-WITH k AS (SELECT hashtextextended('dreaming-graph' || chr(31) || %(user_id)s || chr(31) || %(kg_id)s, 0) AS key)
+-- Whether someone holds the graph lock of (user, kg): graph_lock_key (migration 0029), split into pg_locks'
+-- two 32-bit halves.
+WITH k AS (SELECT graph_lock_key(%(user_id)s, %(kg_id)s) AS key)
 SELECT count(*) > 0 AS held
 FROM pg_locks, k
 WHERE locktype = 'advisory' AND granted

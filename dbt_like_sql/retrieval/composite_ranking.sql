@@ -1,58 +1,51 @@
--- Retrieval: the user's candidate pool and the nine ranking signals, scored and ordered, in one
--- statement. Serving (recall) and training read these same rows, so they can never disagree.
+-- Retrieval: a user's candidate pool and the nine ranking signals, scored and ordered, in one statement.
+-- Serving (recall) and training read these same rows, so they can never disagree. It reads in four parts:
+--   1. inputs: the question's words and the user's corpus statistics;
+--   2. the pool: the vector, lexical, graph and time-window sides, each a few named steps;
+--   3. the signals of every candidate;
+--   4. the score: the weighted sum, best first (and the query remembered for rec_exp).
 --
 -- Parameters: user_id, kg_id, query (vector), query_text, pool_size (vector candidates), lexical_pool_size
--- (BM25 candidates; 0 for a vector-only pool), lexical_seed_postings (how many postings the lexical
--- pool's first round reads: speed only, the pool is exact), lexical_pool_pairs (bigint[] or NULL: the pair
--- numbers of the BM25 top lexical_pool_size found by the caller, ties at the cut included — see
--- lexical_supplied below; NULL: this statement finds them), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
--- that happened before it), reference_time (the "now" of rec_exp: as_of or the wall clock), session_id
--- (the caller's session or NULL), weights (float8[9], in signal order), scale, row_limit, remember_query,
--- hub_share and hub_min_pairs (hubs.HubRule), graph_pool_size (graph candidates; 0: none),
--- graph_subjects (the subjects nearest the query the graph side starts from), and the question's time
--- window (dates/questions.py): window_first and window_last (dates, inclusive; NULL: the question names no
--- time, and nothing below reads the window), window_margin_days (its soft edge), window_certainty,
--- window_pool_size (candidates drawn from inside it by vector and by words, each; and for each side of a
--- two-sided question), window_scan_limit (the most recent in-window pairs those two read), and side_a,
--- side_b (the embeddings of the two things an "A or B" question compares, or NULL).
---
--- Pool: the union of the top pool_size pairs by cosine, the top lexical_pool_size pairs by BM25 over the
--- user's lexical index (migrations 0008, 0017), up to graph_pool_size pairs reached through the subjects
--- nearest the query and, when the question names a time, the best in-window pairs by cosine and by BM25
--- (window_pool_size each), each candidate with every signal.
--- Vector side: a pair has two vectors (migration 0009: its user turn and its assistant turn) and its
--- similarity is the better of the two. The top pool_size by that similarity is always inside the union of
--- the top pool_size of each vector, so two index scans and a cut give it. The approximate CTEs let the
--- planner use the HNSW indexes (they need hnsw.ef_search >= pool_size, set by the recall connection).
--- pgvector 0.6 filters an HNSW scan after the fact, so when the user owns a small share of a large index
--- the scan can come back short; then, and only then (a one-time filter, never executed otherwise), the
--- user's pairs are scanned exactly.
--- Lexical side: the query's english lexemes, weighted by the user's idf, summed over the postings of the
--- user's pairs (BM25). The statistics are the user's whole corpus, as_of or not; only the candidates are
--- filtered by time. bm25_term_weight (migration 0010) is one word's BM25 term weight.
-WITH query_terms AS MATERIALIZED (
+-- (BM25 candidates; 0 for a vector-only pool), lexical_pool_pairs (bigint[]: the pair numbers of the BM25
+-- top lexical_pool_size, ties at the cut included, found by retrieval/lexical_postings.py or by
+-- exact_lexical_top_k.sql), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs that happened before it),
+-- reference_time (the "now" of rec_exp: as_of or the wall clock), session_id (the caller's session or NULL),
+-- weights (float8[9], in signal order), scale, row_limit, remember_query, hub_share and hub_min_pairs
+-- (hubs.HubRule), graph_pool_size (graph candidates; 0: none), graph_subjects (the subjects nearest the query
+-- the graph side starts from), and the question's time window (dates/questions.py): window_first and
+-- window_last (dates, inclusive; NULL: the question names no time, and nothing below reads the window),
+-- window_margin_days (its soft edge), window_certainty, window_pool_size (candidates drawn from inside it by
+-- vector and by words, each; and for each side of a two-sided question), window_scan_limit (the most recent
+-- in-window pairs those two read), and side_a, side_b (the embeddings of the two things an "A or B" question
+-- compares, or NULL).
+WITH
+-- 1. Inputs ------------------------------------------------------------------------------------------------
+-- The query's english lexemes (the graph side matches subject names by them).
+query_terms AS MATERIALIZED (
     SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query_text)s::text)) AS t
 ),
 corpus AS MATERIALIZED (
-    SELECT c.pair_count::float8 AS pair_count, c.lexeme_count::float8 / greatest(c.pair_count, 1) AS average_length
+    SELECT c.pair_count::float8 AS pair_count
     FROM lexical_corpora c
     WHERE c.user_id = %(user_id)s AND c.kg_id = %(kg_id)s AND c.pair_count > 0
 ),
--- The query's words in the user's vocabulary (so only this user's postings are ever read), with their idf.
-term_weights AS MATERIALIZED (
-    SELECT u.id AS lexeme_id, u.pair_count AS document_frequency,
-           ln(1 + (c.pair_count - u.pair_count + 0.5) / (u.pair_count + 0.5)) AS idf, c.average_length
-    FROM query_terms q
-    JOIN user_lexemes u ON u.user_id = %(user_id)s AND u.kg_id = %(kg_id)s AND u.lexeme = q.lexeme
-    CROSS JOIN corpus c
-    WHERE u.pair_count > 0
-),
--- The same words as two parallel arrays, the form pair_words_bm25 (migration 0018) scores a pair's forward row by.
+-- The query's words in the user's vocabulary with their idf (question_words, migration 0029), as two parallel
+-- arrays: the form pair_words_bm25 (migration 0018) scores a pair's forward row by. BM25's statistics are
+-- the user's whole corpus, as_of or not; only the candidates are filtered by time.
 query_words AS MATERIALIZED (
     SELECT array_agg(lexeme_id ORDER BY lexeme_id) AS lexeme_ids, array_agg(idf ORDER BY lexeme_id) AS idfs,
            min(average_length) AS average_length
-    FROM term_weights
+    FROM question_words(%(user_id)s, %(kg_id)s, %(query_text)s::text)
 ),
+-- 2. The pool ----------------------------------------------------------------------------------------------
+-- The union of four sides, each candidate with every signal below.
+-- Vector side: the top pool_size pairs by cosine. A pair has two vectors (migration 0009: its user turn and
+-- its assistant turn) and its similarity is the better of the two. The top pool_size by that similarity is
+-- always inside the union of the top pool_size of each vector, so two index scans and a cut give it. The
+-- approximate CTEs let the planner use the HNSW indexes (they need hnsw.ef_search >= pool_size, set by the
+-- recall connection). pgvector 0.6 filters an HNSW scan after the fact, so when the user owns a small share
+-- of a large index the scan can come back short; then, and only then (a one-time filter, never executed
+-- otherwise), the user's pairs are scanned exactly.
 approximate AS MATERIALIZED (
     SELECT id, embedding <=> %(query)s AS distance
     FROM memory_pairs
@@ -91,164 +84,21 @@ vector_pool AS (
      ORDER BY distance, id
      LIMIT %(pool_size)s)
 ),
--- The lexical pool: the exact BM25 top lexical_pool_size (ties at the cut broken by id), reading only the
--- postings that can matter (migration 0017's word blocks; a threshold algorithm over block bounds). A
--- block's bound is the largest BM25 weight any of its postings can have under the current statistics
--- (from its largest weight when written, and from its largest term frequency and shortest pair), so it
--- holds however the statistics move.
--- 1. The query words' blocks in one order, highest bound first. Reading a prefix of that order leaves each
---    word a residual, the highest bound among its blocks not read; a pair seen in no block read scores at
---    most the sum of the residuals.
--- 2. Theta: the best 2 × pool-size pairs by their sums over the first lexical_seed_postings postings,
---    scored exactly (pair_words); their pool-size-th best score is a real pair's real score, so at most
---    the true pool-size-th best (as_of: counted over pairs before it only).
--- 3. Read the shortest prefix whose residuals add up to less than half theta: every pair scoring theta or
---    more is then seen, and few pairs seen can still reach it (half: reading a posting costs far less
---    than scoring a pair). A pair seen is a candidate if its bound, the sum read plus the residuals of the
---    words it was not seen under, reaches theta.
--- 4. Candidates are scored exactly from their pair_words rows in two rounds: the 2 × pool-size best bounded
---    first, which with the seeds raise theta to their pool-size-th best score; then only the candidates
---    whose bound reaches that. (On the recall bench's heavy user, most of a long candidate list is cut.)
--- lexical_seed_postings 0 gives theta 0: every block is read (tests/test_lexical.py compares settings with
--- BM25 over every pair). The 1e-9 slacks keep floating-point rounding from dropping a tie. Postings are
--- unnested in the select list, not FROM (~2.5 times faster: no function scan per block).
-word_bounds AS MATERIALIZED (
-    SELECT bounded.*,
-           row_number() OVER (ORDER BY bound DESC, lexeme_id, block_no) AS position,
-           sum(posting_count) OVER (ORDER BY bound DESC, lexeme_id, block_no ROWS UNBOUNDED PRECEDING)
-               - posting_count AS postings_before,
-           -- Reading this block lowers its word's residual to the bound of the word's next block.
-           coalesce(lead(bound) OVER (PARTITION BY lexeme_id ORDER BY bound DESC, lexeme_id, block_no), 0)
-               - bound AS residual_change,
-           row_number() OVER (PARTITION BY lexeme_id ORDER BY bound DESC, lexeme_id, block_no) = 1 AS word_best
-    FROM (SELECT tw.lexeme_id, b.block_no, b.posting_count,
-                 -- The closer of the block's two bounds; max_weight is in k1 1.2, b 0.75 (migration 0017).
-                 least(bm25_term_weight(tw.idf, b.max_term_frequency, b.min_pair_length, tw.average_length,
-                                        %(bm25_k1)s::float8, %(bm25_b)s::float8),
-                       CASE WHEN %(bm25_k1)s::float8 = 1.2 AND %(bm25_b)s::float8 = 0.75
-                            THEN tw.idf * b.max_weight * greatest(1, tw.average_length / b.weight_length) END)
-                     * (1 + 1e-9) AS bound
-          FROM term_weights tw
-          JOIN word_blocks b ON b.lexeme_id = tw.lexeme_id
-          WHERE %(lexical_pool_size)s > 0 AND %(lexical_pool_pairs)s::bigint[] IS NULL) bounded
-),
-seed_sums AS MATERIALIZED (
-    SELECT p.pair_no,
-           sum(bm25_term_weight(p.idf, p.term_frequency, p.pair_length, p.average_length,
-                                %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS partial
-    FROM (SELECT unnest(b.pair_nos) AS pair_no, unnest(b.term_frequencies) AS term_frequency,
-                 unnest(b.pair_lengths) AS pair_length, tw.idf, tw.average_length
-          FROM word_bounds wb
-          JOIN word_blocks b USING (lexeme_id, block_no)
-          JOIN term_weights tw USING (lexeme_id)
-          WHERE wb.postings_before < %(lexical_seed_postings)s) p
-    GROUP BY p.pair_no
-    ORDER BY partial DESC
-    LIMIT 2 * %(lexical_pool_size)s
-),
--- The seed's best sums scored exactly (their pair_words rows): real scores of real pairs, so their
--- pool-size-th best is also at most the true one, and much closer than a sum over the first blocks only.
-seed_scores AS MATERIALIZED (
-    SELECT s.pair_no, scored.bm25
-    FROM seed_sums s
-    JOIN pair_words w ON w.pair_no = s.pair_no
-    CROSS JOIN query_words q
-    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
-                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
-    WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
-),
-threshold AS MATERIALIZED (
-    SELECT coalesce((SELECT bm25 FROM seed_scores ORDER BY bm25 DESC
-                     OFFSET greatest(%(lexical_pool_size)s - 1, 0) LIMIT 1), 0) * (1 - 1e-9) AS theta
-),
-cutoff AS MATERIALIZED (
-    SELECT coalesce(min(r.position) FILTER (WHERE r.residual < t.theta / 2), max(r.position)) AS position
-    FROM (SELECT wb.position,
-                 (SELECT sum(bound) FROM word_bounds WHERE word_best)
-                 + sum(wb.residual_change) OVER (ORDER BY wb.position) AS residual
-          FROM word_bounds wb) r
-    CROSS JOIN threshold t
-    GROUP BY t.theta
-),
-word_residuals AS MATERIALIZED (
-    SELECT tw.lexeme_id, tw.idf, tw.average_length,
-           coalesce((SELECT max(wb.bound) FROM word_bounds wb
-                     WHERE wb.lexeme_id = tw.lexeme_id AND wb.position > (SELECT position FROM cutoff)), 0) AS residual
-    FROM term_weights tw
-),
--- The blocks to read, each with its word's idf and residual, so nothing is joined per posting below.
-read_blocks AS MATERIALIZED (
-    SELECT wb.lexeme_id, wb.block_no, wr.idf, wr.average_length, wr.residual
-    FROM word_bounds wb
-    JOIN word_residuals wr USING (lexeme_id)
-    WHERE wb.position <= (SELECT position FROM cutoff)
-),
-lexical_candidates AS MATERIALIZED (
-    -- A pair's bound: the sum read plus the residuals of the words it was not seen under, that is every
-    -- word's residual plus what each word seen added beyond its own.
-    SELECT seen.pair_no, seen.gain + (SELECT sum(residual) FROM word_residuals) AS bound
-    FROM (SELECT p.pair_no,
-                 sum(bm25_term_weight(p.idf, p.term_frequency, p.pair_length, p.average_length,
-                                      %(bm25_k1)s::float8, %(bm25_b)s::float8) - p.residual) AS gain
-          FROM (SELECT unnest(b.pair_nos) AS pair_no, unnest(b.term_frequencies) AS term_frequency,
-                       unnest(b.pair_lengths) AS pair_length, rb.idf, rb.average_length, rb.residual
-                FROM read_blocks rb
-                JOIN word_blocks b USING (lexeme_id, block_no)) p
-          GROUP BY p.pair_no) seen
-    WHERE seen.gain + (SELECT sum(residual) FROM word_residuals) >= (SELECT theta FROM threshold)
-),
--- Round one: the best-bounded candidates, scored exactly.
-first_scores AS MATERIALIZED (
-    SELECT w.pair_no, w.pair_id, scored.bm25
-    FROM (SELECT pair_no FROM lexical_candidates ORDER BY bound DESC, pair_no LIMIT 2 * %(lexical_pool_size)s) lc
-    JOIN pair_words w ON w.pair_no = lc.pair_no
-    CROSS JOIN query_words q
-    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
-                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
-    WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
-),
--- The pool-size-th best real score known now (distinct pairs: a seed can be a candidate too), at most the
--- true one and at least theta.
-raised_threshold AS MATERIALIZED (
-    SELECT greatest((SELECT theta FROM threshold),
-                    coalesce((SELECT bm25 FROM (SELECT pair_no, bm25 FROM first_scores
-                                                UNION SELECT pair_no, bm25 FROM seed_scores) known
-                              ORDER BY bm25 DESC OFFSET greatest(%(lexical_pool_size)s - 1, 0) LIMIT 1), 0)
-                    * (1 - 1e-9)) AS theta
-),
--- Round two: the other candidates whose bound reaches it.
-second_scores AS MATERIALIZED (
-    SELECT w.pair_id, scored.bm25
-    FROM lexical_candidates lc
-    JOIN pair_words w ON w.pair_no = lc.pair_no
-    CROSS JOIN query_words q
-    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
-                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
-    WHERE lc.bound >= (SELECT theta FROM raised_threshold)
-      AND NOT EXISTS (SELECT 1 FROM first_scores f WHERE f.pair_no = lc.pair_no)
-      AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
-),
--- Or the pairs the caller found (retrieval/lexical_postings.py: the exact top from postings held in the
--- recall process), scored here exactly as the rounds above score theirs and cut the same way below. They
--- come from the user's own words; the candidates' join with memory_pairs is scoped by user all the same.
-lexical_supplied AS MATERIALIZED (
-    SELECT w.pair_id, scored.bm25
+-- Lexical side: the pairs of lexical_pool_pairs, scored exactly from their pair_words rows and cut at
+-- lexical_pool_size by score and id. They come from the user's own words; the candidates' join with
+-- memory_pairs below is scoped by user all the same.
+lexical_pool AS MATERIALIZED (
+    SELECT w.pair_id AS id, scored.bm25
     FROM pair_words w
     CROSS JOIN query_words q
     CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
                                        q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
     WHERE w.pair_no = ANY(%(lexical_pool_pairs)s::bigint[]) AND %(lexical_pool_size)s > 0
       AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
-),
-lexical_pool AS MATERIALIZED (
-    SELECT scored.id, scored.bm25
-    FROM (SELECT pair_id AS id, bm25 FROM lexical_supplied
-          UNION ALL SELECT pair_id, bm25 FROM first_scores UNION ALL SELECT pair_id, bm25 FROM second_scores
-         ) scored
-    ORDER BY scored.bm25 DESC, scored.id
+    ORDER BY scored.bm25 DESC, w.pair_id
     LIMIT %(lexical_pool_size)s
 ),
--- The graph side of the pool: pairs the vectors and the words both missed, reached through the user's
+-- Graph side: pairs the vectors and the words both missed, reached through the user's
 -- subjects nearest the query — by subject embedding (the graph_subjects nearest) and by subject-name words
 -- (subjects whose name holds a query word) — never through a flagged hub. Each linked pair not already
 -- drawn scores its best subject's similarity × specificity (hubs.py, over the whole corpus); the
@@ -311,7 +161,7 @@ graph_pool AS MATERIALIZED (
     ORDER BY g.weight DESC, g.pair_id
     LIMIT %(graph_pool_size)s
 ),
--- The time-window side: when the question names a time, the pairs said inside the window (widened by its
+-- Time-window side: when the question names a time, the pairs said inside the window (widened by its
 -- soft edge) or mentioning a time that overlaps it (pair_times, migration 0026), the most recent
 -- window_scan_limit of them; of those, the window_pool_size nearest the query and the window_pool_size
 -- best by BM25 that no other side drew. So a pair from "last month" outside the global top-50 is still a
@@ -361,19 +211,14 @@ window_drawn AS MATERIALIZED (
      ORDER BY scored.bm25 DESC, w.pair_id
      LIMIT %(window_pool_size)s)
     UNION
-    (SELECT p.id FROM memory_pairs p
-     WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND p.embedding IS NOT NULL
-       AND %(side_a)s::vector IS NOT NULL
-       AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
-     ORDER BY p.embedding <=> %(side_a)s::vector
-     LIMIT %(window_pool_size)s)
-    UNION
-    (SELECT p.id FROM memory_pairs p
-     WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND p.embedding IS NOT NULL
-       AND %(side_b)s::vector IS NOT NULL
-       AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
-     ORDER BY p.embedding <=> %(side_b)s::vector
-     LIMIT %(window_pool_size)s)
+    (SELECT nearest.id
+     FROM (VALUES (%(side_a)s::vector), (%(side_b)s::vector)) AS sides (side)
+     CROSS JOIN LATERAL (SELECT p.id FROM memory_pairs p
+                         WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND p.embedding IS NOT NULL
+                           AND sides.side IS NOT NULL
+                           AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+                         ORDER BY p.embedding <=> sides.side
+                         LIMIT %(window_pool_size)s) nearest)
 ),
 window_pool AS MATERIALIZED (
     SELECT d.id FROM window_drawn d
@@ -381,6 +226,17 @@ window_pool AS MATERIALIZED (
       AND NOT EXISTS (SELECT 1 FROM lexical_pool lp WHERE lp.id = d.id)
       AND NOT EXISTS (SELECT 1 FROM graph_pool g WHERE g.id = d.id)
 ),
+pool AS (
+    SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool,
+           false AS in_graph_pool, false AS in_window_pool
+    FROM vector_pool v
+    FULL JOIN lexical_pool l ON l.id = v.id
+    UNION ALL
+    SELECT id, false, false, true, false FROM graph_pool
+    UNION ALL
+    SELECT id, false, false, false, true FROM window_pool
+),
+-- 3. The signals --------------------------------------------------------------------------------------------
 -- Exact BM25 (the lex signal) of every pair the vector and graph sides drew, read from its pair_words row
 -- (one primary-key fetch a pair); the lexical pool's pairs carry theirs.
 exact_bm25 AS MATERIALIZED (
@@ -393,16 +249,6 @@ exact_bm25 AS MATERIALIZED (
     CROSS JOIN query_words q
     CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
                                        q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
-),
-pool AS (
-    SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool,
-           false AS in_graph_pool, false AS in_window_pool
-    FROM vector_pool v
-    FULL JOIN lexical_pool l ON l.id = v.id
-    UNION ALL
-    SELECT id, false, false, true, false FROM graph_pool
-    UNION ALL
-    SELECT id, false, false, false, true FROM window_pool
 ),
 -- Similarity: the better of the pair's two vectors. A pair whose embedding is still pending (lexical
 -- candidates can be) has similarity 0.
@@ -530,6 +376,7 @@ signals AS (
            least(greatest(r.raw_time_fit, 0), 1) AS time_fit
     FROM raw_signals r
 ),
+-- 4. The score ---------------------------------------------------------------------------------------------
 remembered AS (
     -- The user's last-query time is an input of the next query's ranking; only real recalls count.
     INSERT INTO recall_profiles AS rp (user_id, kg_id, last_query_at, query_count)

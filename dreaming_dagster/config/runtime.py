@@ -1,6 +1,6 @@
 """Process-wide defaults for the Python API and the CLI: settings, database and embedder from the
 environment, each built once per process (the embedded server and the model load only once), also when the
-first calls come from several threads at once."""
+first calls come from several threads at once. The default recaller is retrieval's, made with :func:`cache`."""
 
 from __future__ import annotations
 
@@ -12,13 +12,18 @@ from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder, embedder_from_settings
 from dreaming_dagster.storage.database import Database
 
-# Reentrant: the default recaller is built from the default database and embedder.
+# Reentrant: a default may be built from others (the default recaller from the default database and embedder).
 _BUILDING = threading.RLock()
+# Every default made by `cache`, in the order their modules defined them: reset_defaults closes them in reverse.
+_DEFAULTS: list[Callable] = []
 
 
-def cache(build: Callable) -> Callable:
+def cache(build: Callable | None = None, *, close: Callable | None = None) -> Callable:
     """``functools.cache`` whose first calls from several threads build the value once (functools.cache alone
-    lets each racing thread build its own: two embedded-server handles at once fail)."""
+    lets each racing thread build its own: two embedded-server handles at once fail). ``close`` releases a
+    built value when :func:`reset_defaults` forgets it."""
+    if build is None:
+        return functools.partial(cache, close=close)
     cached = functools.cache(build)
 
     @functools.wraps(build)
@@ -26,7 +31,8 @@ def cache(build: Callable) -> Callable:
         with _BUILDING:
             return cached()
 
-    once.cache_info, once.cache_clear = cached.cache_info, cached.cache_clear
+    once.cache_info, once.cache_clear, once.close = cached.cache_info, cached.cache_clear, close
+    _DEFAULTS.append(once)
     return once
 
 
@@ -35,7 +41,7 @@ def default_settings() -> DreamingSettings:
     return DreamingSettings()
 
 
-@cache
+@cache(close=Database.close)
 def default_database() -> Database:
     settings = default_settings()
     return Database.from_settings(settings, pool_size=settings.database_connections)
@@ -46,18 +52,9 @@ def default_embedder() -> Embedder:
     return embedder_from_settings(default_settings())
 
 
-@cache
-def default_recaller():
-    from dreaming_dagster.retrieval.recaller import Recaller
-
-    return Recaller.from_settings(default_database(), default_embedder(), default_settings())
-
-
 def reset_defaults() -> None:
-    """Forget cached defaults (after the environment changed, e.g. in tests)."""
-    if default_recaller.cache_info().currsize:
-        default_recaller().close()
-    if default_database.cache_info().currsize:
-        default_database().close()
-    for func in (default_settings, default_database, default_embedder, default_recaller):
-        func.cache_clear()
+    """Forget cached defaults (after the environment changed, e.g. in tests), closing what they hold."""
+    for default in reversed(_DEFAULTS):  # a later default may hold an earlier one's resources
+        if default.close is not None and default.cache_info().currsize:
+            default.close(default())
+        default.cache_clear()

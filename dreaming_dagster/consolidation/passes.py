@@ -33,13 +33,13 @@ from dreaming_dagster.consolidation.providers import Consolidator
 from dreaming_dagster.consolidation.rules import DecayPolicy, Protection
 from dreaming_dagster.embeddings import Embedder, subject_embedding_text
 from dreaming_dagster.ingest.tokens import count_tokens
-from dreaming_dagster.pipeline.stages import user_graph_lock
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import DREAM_SESSION
 from dreaming_dagster.storage.storable import clean_json, clean_text
+from dreaming_dagster.storage.user_graphs import user_graph_lock
 
 logger = logging.getLogger(__name__)
-DREAM_SESSION = "__dreaming__"
 MODES = ("auto", "incremental", "compact")
 
 

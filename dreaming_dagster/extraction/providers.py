@@ -31,7 +31,7 @@ MAX_OFFLINE_CHARS = 4000
 
 
 # The user's memory as an extractor may consult it: given lower-cased candidate names, the ones the memory
-# already holds, each mapped to whether that subject is a hub (pipeline/stages.held_subject_names).
+# already holds, each mapped to whether that subject is a hub (pipeline/extracting.held_subject_names).
 SubjectMemory = Callable[[Collection[str]], Mapping[str, bool]]
 
 

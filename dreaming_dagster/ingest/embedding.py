@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 import psycopg
 
 from dreaming_dagster.embeddings import Embedder, embed_pair_turns
-from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.user_graphs import extraction_retry_params
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
     still fail stay pending (reported in ``failed_pairs``). An embedder that fails
     ``max_consecutive_failures`` pairs in a row (an outage) ends the run early.
     """
-    from dreaming_dagster.pipeline.stages import scoped_kgs
+    from dreaming_dagster.storage.user_graphs import scoped_kgs
 
     database.ensure_schema(embedder.spec)
     kg_ids = scoped_kgs(database, user_id, kg_ids)
@@ -120,7 +120,7 @@ def embed_pending_pairs(database: Database, embedder: Embedder, user_id: str, *,
 def user_stats(database: Database, user_id: str, kg_ids: Collection[str] | None = None) -> list[dict]:
     """Per graph of ``kg_ids`` (None: every graph of the user): pairs, tokens, sessions, pending work and
     the time span of the memory."""
-    from dreaming_dagster.pipeline.stages import scoped_kgs
+    from dreaming_dagster.storage.user_graphs import scoped_kgs
 
     params = {"user_id": user_id, "kg_ids": scoped_kgs(database, user_id, kg_ids), **extraction_retry_params()}
     with database.connect() as conn:

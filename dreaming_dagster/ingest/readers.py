@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dreaming_dagster.ingest.records import InvalidInputError, Rejection, parse_timestamp
+from dreaming_dagster.storage.records import InvalidInputError, Rejection, parse_timestamp
 
 DATASET_VARIABLE = "DREAMING_LONGMEMEVAL_PATH"
 _SHARED_ORACLE = Path("..") / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"

@@ -24,16 +24,16 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import Embedder, embed_pair_turns
-from dreaming_dagster.ingest.records import (
+from dreaming_dagster.ingest.tokens import count_tokens
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import (
     InvalidInputError,
     MemoryPair,
     Rejection,
     parse_pair,
     validate_identifier,
 )
-from dreaming_dagster.ingest.tokens import count_tokens
-from dreaming_dagster.sql import load_sql
-from dreaming_dagster.storage.database import Database
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,14 @@ from psycopg.types.json import Jsonb
 
 from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
-from dreaming_dagster.ingest.records import (
+from dreaming_dagster.ingest.save import SaveResult, save_validated_pairs
+from dreaming_dagster.memory import ready_database
+from dreaming_dagster.memory.inspection import jsonable
+from dreaming_dagster.pipeline.batches import write_pair_times
+from dreaming_dagster.retrieval.profiles import refresh_profile
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import (
     MAX_MESSAGE_CHARS,
     MAX_TURN_INDEX,
     InvalidInputError,
@@ -36,14 +43,8 @@ from dreaming_dagster.ingest.records import (
     parse_timestamp,
     validate_identifier,
 )
-from dreaming_dagster.ingest.save import SaveResult, save_validated_pairs
-from dreaming_dagster.memory import ready_database
-from dreaming_dagster.memory.inspection import jsonable
-from dreaming_dagster.pipeline.stages import user_graph_lock, write_pair_times
-from dreaming_dagster.retrieval.profiles import refresh_profile
-from dreaming_dagster.sql import load_sql
-from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import json_problem, text_problem
+from dreaming_dagster.storage.user_graphs import user_graph_lock
 
 FORMAT = "dreaming-memory"
 VERSION = 1

@@ -23,18 +23,18 @@ from dataclasses import asdict, dataclass, field
 
 import psycopg
 
-from dreaming_dagster.consolidation.passes import DREAM_SESSION
 from dreaming_dagster.embeddings import forget_cached_texts
-from dreaming_dagster.ingest.records import (
+from dreaming_dagster.memory import ready_database
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import (
+    DREAM_SESSION,
     MAX_SESSION_ID_CHARS,
     InvalidInputError,
     checked_text,
     validate_identifier,
 )
-from dreaming_dagster.memory import ready_database
-from dreaming_dagster.pipeline.stages import user_graph_lock
-from dreaming_dagster.sql import load_sql
-from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.user_graphs import user_graph_lock
 
 # How many pair ids one forget_pairs call takes (a session or an erasure has no limit).
 MAX_PAIR_IDS = 10_000

@@ -14,16 +14,16 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from dreaming_dagster.ingest.records import (
+from dreaming_dagster.memory import ready_database
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import (
     MAX_SESSION_ID_CHARS,
     InvalidInputError,
     checked_text,
     parse_timestamp,
     validate_identifier,
 )
-from dreaming_dagster.memory import ready_database
-from dreaming_dagster.sql import load_sql
-from dreaming_dagster.storage.database import Database
 
 MAX_PAGE = 500
 MAX_OFFSET = 2**31 - 1

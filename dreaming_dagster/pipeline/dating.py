@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dreaming_dagster.dates.expressions import Mention, find_times
-from dreaming_dagster.pipeline.stages import pending_batches, stage_transaction, write_pair_times
+from dreaming_dagster.pipeline.batches import pending_batches, stage_transaction, write_pair_times
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 

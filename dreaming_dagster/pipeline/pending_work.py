@@ -10,20 +10,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from dreaming_dagster.storage.user_graphs import extraction_retry_params
+
 RETRY_AFTER_SECONDS = 15 * 60
-# A pair whose extraction failed this many times is parked: retried once per cool-down, so a provider
-# outage of any length delays pairs but never abandons them (`dreaming retry-failed` retries them now).
-MAX_EXTRACTION_ATTEMPTS = 8
-EXTRACTION_RETRY_COOLDOWN_SECONDS = 6 * 3600
 # The graph of the ranker's training memory (the longmemeval_memory asset): dreamed by the training job's own
 # syncs, so the sensors never request runs for it and its user is no users partition.
 TRAINING_KG_ID = "ranker-training"
-
-
-def extraction_retry_params(max_attempts: int = MAX_EXTRACTION_ATTEMPTS,
-                            cooldown_seconds: float = EXTRACTION_RETRY_COOLDOWN_SECONDS) -> dict:
-    """The parameters every query about parked pairs binds (stage batch, pending work, stats, check)."""
-    return {"max_attempts": max_attempts, "cooldown_seconds": float(cooldown_seconds)}
 
 
 def pending_work_params() -> dict:

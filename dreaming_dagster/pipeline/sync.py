@@ -27,14 +27,15 @@ from dreaming_dagster.hubs import (
     HubRule,
 )
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
-from dreaming_dagster.ingest.records import validate_identifier
 from dreaming_dagster.ingest.save import SaveResult, save_pairs
-from dreaming_dagster.pipeline import dating, stages
+from dreaming_dagster.pipeline import batches, dating, extracting, graph_reports, linking, refining
 from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, merge_ratio
 from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import user_graphs
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import validate_identifier
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class StageInputs:
     hubs: HubRule = DEFAULT_HUB_RULE
     embedding_batch_size: int = 64
     # True (the Dagster assets): the link stage's janitor and hub rule read the whole graph. False (the fast
-    # path): a stage reads only what its pending pairs need (stages.link_pending).
+    # path): a stage reads only what its pending pairs need (linking.link_pending).
     whole_graph: bool = True
 
 
@@ -66,7 +67,7 @@ class Stage:
 
 
 def _refine_and_refresh(inputs: StageInputs, kg_id: str):
-    refined = stages.refine_pending(inputs.database, inputs.refiner, inputs.embedder, inputs.user_id, kg_id)
+    refined = refining.refine_pending(inputs.database, inputs.refiner, inputs.embedder, inputs.user_id, kg_id)
     refresh_profile(inputs.database, inputs.user_id, kg_id)  # subjects change only while dreaming
     return refined
 
@@ -76,10 +77,10 @@ STAGES: tuple[Stage, ...] = (
                                                             batch_size=s.embedding_batch_size),
           "embedding", per_graph=False),
     Stage("pair_dates", lambda s, kg: dating.date_pending(s.database, s.user_id, kg), "dating"),
-    Stage("pair_subjects", lambda s, kg: stages.extract_pending(s.database, s.extractor, s.user_id, kg), "extraction"),
-    Stage("subjects", lambda s, kg: stages.merge_pending(s.database, s.embedder, s.user_id, kg,
+    Stage("pair_subjects", lambda s, kg: extracting.extract_pending(s.database, s.extractor, s.user_id, kg), "extraction"),
+    Stage("subjects", lambda s, kg: linking.merge_pending(s.database, s.embedder, s.user_id, kg,
                                                          threshold=s.threshold), "merge"),
-    Stage("subject_links", lambda s, kg: stages.link_pending(s.database, s.embedder, s.user_id, kg,
+    Stage("subject_links", lambda s, kg: linking.link_pending(s.database, s.embedder, s.user_id, kg,
                                                              threshold=s.threshold, hubs=s.hubs,
                                                              whole_graph=s.whole_graph), "links"),
     Stage("refined_subjects", _refine_and_refresh, "refinement"),
@@ -96,11 +97,11 @@ def upstream_of(asset: str) -> list[str]:
 def run_stage(stage: Stage, inputs: StageInputs, kg_ids: list[str], totals: dict) -> None:
     """Run ``stage`` for the user (per graph under the graph's lock) and add its stats into ``totals``."""
     if not stage.per_graph:
-        stages.accumulate(totals, stage.run(inputs, ""))
+        batches.accumulate(totals, stage.run(inputs, ""))
         return
     for kg_id in kg_ids:
-        with stages.user_graph_lock(inputs.database, inputs.user_id, kg_id):
-            stages.accumulate(totals, stage.run(inputs, kg_id))
+        with user_graphs.user_graph_lock(inputs.database, inputs.user_id, kg_id):
+            batches.accumulate(totals, stage.run(inputs, kg_id))
 
 
 @dataclass
@@ -112,7 +113,7 @@ class SyncResult:
     merge: dict = field(default_factory=dict)
     links: dict = field(default_factory=dict)
     refinement: dict = field(default_factory=dict)
-    graph: list[dict] = field(default_factory=list)  # stages.graph_report after the run, per graph (report=True)
+    graph: list[dict] = field(default_factory=list)  # graph_reports.graph_report after the run, per graph (report=True)
     warnings: list[str] = field(default_factory=list)  # what the graph checks found (graph_warnings)
     seconds: float = 0.0
 
@@ -129,7 +130,7 @@ def graph_warnings(database: Database, user_id: str, reports: list[dict], kg_ids
         if r["pairs"] >= MEGA_NODE_MIN_PAIRS and r["largest_share"] > MEGA_NODE_MAX_SHARE:
             warnings.append(f"{r['kg_id']}: '{r['largest_subject']}' links {100 * r['largest_share']:.0f}% of the "
                             "pairs (a mega-node; flagged as a hub, it carries no ranking weight)")
-    health = stages.graph_health(database, user_id, kg_ids)
+    health = graph_reports.graph_health(database, user_id, kg_ids)
     for key, label in (("duplicate_subjects", "live subjects share a name"),
                        ("orphan_pairs", "pairs are stored without links although they have subjects"),
                        ("duplicate_links", "links are duplicated")):
@@ -159,7 +160,7 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     embedder = embedder or default_embedder()
     started = time.perf_counter()
     database.ensure_schema(embedder.spec)
-    kgs = [kg_id] if kg_id else stages.user_kgs(database, user_id)
+    kgs = [kg_id] if kg_id else user_graphs.user_kgs(database, user_id)
     inputs = StageInputs(database=database, user_id=user_id, kg_ids=tuple(kgs), embedder=embedder,
                          extractor=extractor or extractor_from_settings(settings),
                          refiner=refiner or refiner_from_settings(settings),
@@ -171,18 +172,18 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
             run_stage(stage, inputs, [], getattr(result, stage.result))
     for kg in kgs:
         done = {stage.asset: getattr(result, stage.result) for stage in STAGES if not stage.per_graph}
-        with stages.user_graph_lock(database, user_id, kg):
+        with user_graphs.user_graph_lock(database, user_id, kg):
             for stage in STAGES:
                 if stage.per_graph:
                     stats = stage.run(inputs, kg)
-                    stages.accumulate(getattr(result, stage.result), stats)
-                    done[stage.asset] = stages.stats_dict(stats)
+                    batches.accumulate(getattr(result, stage.result), stats)
+                    done[stage.asset] = batches.stats_dict(stats)
         record_fast_path_sync(database, user_id, kg, done)
     result.merge["merge_ratio"] = merge_ratio(result.merge.get("created", 0), result.merge.get("merged", 0))
     result.warnings = [f"'{name}' is now a hub: linked to over {100 * inputs.hubs.share:.0f}% of the pairs, it "
                        "stays browsable and carries no ranking weight" for name in result.links.get("new_hubs", [])]
     if report:
-        result.graph = stages.graph_report(database, user_id, kgs)
+        result.graph = graph_reports.graph_report(database, user_id, kgs)
         result.warnings += graph_warnings(database, user_id, result.graph, kgs)
     result.seconds = round(time.perf_counter() - started, 3)
     return result

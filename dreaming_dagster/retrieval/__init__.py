@@ -8,21 +8,33 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from dreaming_dagster.config import runtime
+
 if TYPE_CHECKING:
-    from dreaming_dagster.retrieval.recaller import RecallResult
+    from dreaming_dagster.retrieval.recaller import Recaller, RecallResult
+
+
+def _close(recaller: Recaller) -> None:
+    recaller.close()
+
+
+@runtime.cache(close=_close)
+def default_recaller() -> Recaller:
+    """The process's recaller over the default database, embedder and settings (built once)."""
+    from dreaming_dagster.retrieval.recaller import Recaller
+
+    return Recaller.from_settings(runtime.default_database(), runtime.default_embedder(), runtime.default_settings())
 
 
 def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,
            as_of: str | datetime | None = None, kg_id: str = "default") -> RecallResult:
-    """The ``k`` best memories of ``user_id`` for ``query``, each with its eight signals and score.
+    """The ``k`` best memories of ``user_id`` for ``query``, each with its signals and score.
 
     ``session_id`` is the caller's current chat session (its pairs get the same-session signal);
     ``as_of`` ranks the memory as it was at that time (only pairs before it; recency measured from it).
     Uses the environment's settings (``DREAMING_*``): database, embedder and ranker file.
     """
-    from dreaming_dagster.config.runtime import default_recaller
-
     return default_recaller().recall(user_id, query, k, session_id=session_id, as_of=as_of, kg_id=kg_id)
 
 
-__all__ = ["recall"]
+__all__ = ["default_recaller", "recall"]

@@ -32,13 +32,6 @@ from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
 from dreaming_dagster.dates.questions import NO_TIME, TimeQuery, read_question
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
-from dreaming_dagster.ingest.records import (
-    MAX_SESSION_ID_CHARS,
-    InvalidInputError,
-    checked_text,
-    parse_timestamp,
-    validate_identifier,
-)
 from dreaming_dagster.retrieval.features import QUESTION_TYPES, build_features
 from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile
@@ -54,6 +47,13 @@ from dreaming_dagster.retrieval.ranker import (
 from dreaming_dagster.retrieval.signals import BM25_B, BM25_K1, SIGNAL_NAMES
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import (
+    MAX_SESSION_ID_CHARS,
+    InvalidInputError,
+    checked_text,
+    parse_timestamp,
+    validate_identifier,
+)
 from dreaming_dagster.storage.storable import clean_text
 
 logger = logging.getLogger(__name__)
@@ -211,22 +211,29 @@ def validate_request(user_id: object, query: object, k: object = 10, session_id:
 
 def composite_rows(conn: psycopg.Connection, *, lexical_postings: WordPostingsCache | None = None,
                    **arguments: Any) -> list[dict]:
-    """Run the composite statement with :func:`composite_parameters`' arguments: the pool with its eight
-    signals and scores, best first.
+    """Run the ranking statement with :func:`composite_parameters`' arguments: the pool with its signals and
+    scores, best first.
 
     Training calls this with ``row_limit=pool_size + lexical_pool_size`` to read the whole pool; recall
-    with its k. ``lexical_pool_size=0`` gives the cosine-only pool (``lex`` is still computed). With
-    ``lexical_postings`` (an enabled cache) and no ``as_of``, the BM25 top is found in this process from the
-    postings it holds (the same pairs, faster: retrieval/lexical_postings.py), unless the caller found it
-    already (``lexical_pool_pairs``); otherwise by the statement.
+    with its k. ``lexical_pool_size=0`` gives the cosine-only pool (``lex`` is still computed). The lexical
+    pool is an input of the statement: the pairs the caller found (``lexical_pool_pairs``), else those found in
+    this process from ``lexical_postings`` (an enabled cache, no ``as_of``: retrieval/lexical_postings.py),
+    else those found by exact_lexical_top_k.sql (the same pairs, read from the word index).
     """
     parameters = composite_parameters(**arguments)
-    if parameters["lexical_pool_pairs"] is None and held_pool_applies(
-            lexical_postings, parameters["lexical_pool_size"], parameters["as_of"]):
-        parameters["lexical_pool_pairs"] = lexical_postings.pool_pairs(
-            conn, user_id=parameters["user_id"], kg_id=parameters["kg_id"], query_text=parameters["query_text"],
-            k=parameters["lexical_pool_size"])
+    if parameters["lexical_pool_pairs"] is None and parameters["lexical_pool_size"] > 0:
+        parameters["lexical_pool_pairs"] = lexical_pool_pairs(conn, parameters, lexical_postings)
     return conn.execute(load_sql("retrieval/composite_ranking"), parameters).fetchall()
+
+
+def lexical_pool_pairs(conn: psycopg.Connection, parameters: Mapping[str, Any],
+                       lexical_postings: WordPostingsCache | None = None) -> list[int]:
+    """The pair numbers of the exact BM25 top ``lexical_pool_size`` (ties at the cut included), from the
+    postings held in this process when they apply, else read by exact_lexical_top_k.sql."""
+    if held_pool_applies(lexical_postings, parameters["lexical_pool_size"], parameters["as_of"]):
+        return lexical_postings.pool_pairs(conn, user_id=parameters["user_id"], kg_id=parameters["kg_id"],
+                                           query_text=parameters["query_text"], k=parameters["lexical_pool_size"])
+    return [row["pair_no"] for row in conn.execute(load_sql("retrieval/exact_lexical_top_k"), parameters)]
 
 
 def held_pool_applies(lexical_postings: WordPostingsCache | None, lexical_pool_size: int,
@@ -247,8 +254,8 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
                          hubs: HubRule = DEFAULT_HUB_RULE, graph: GraphSide = NO_GRAPH_SIDE,
                          time: TimeQuery = NO_TIME, time_side: TimeSide = NO_TIME_SIDE,
                          side_embeddings: Sequence[np.ndarray] = ()) -> dict[str, Any]:
-    """The composite statement's parameters (also what EXPLAIN in tests and benchmarks binds).
-    ``lexical_pool_pairs``: the BM25 top found by :class:`WordPostingsCache` (None: the statement finds it);
+    """The ranking statement's parameters (also what EXPLAIN in tests and benchmarks binds).
+    ``lexical_pool_pairs``: the BM25 top's pair numbers (None: :func:`composite_rows` finds them);
     ``time``: the question's time (its window feeds time_fit and, with ``time_side``, the window pool);
     ``side_embeddings``: the embeddings of ``time.sides`` (a two-sided question: each side draws candidates)."""
     window = time.window

@@ -23,13 +23,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
-from dreaming_dagster.ingest.records import InvalidInputError
 from dreaming_dagster.memory.inspection import MAX_OFFSET, jsonable
 from dreaming_dagster.service import keys
 from dreaming_dagster.service.limits import RequestBodyGuard, TokenBucket, error_body, recall_limit_error
 from dreaming_dagster.service.metrics import ServiceMetrics
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.records import InvalidInputError
 
 
 class ServiceError(Exception):
@@ -251,12 +251,12 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
     @app.get("/v1/users/{user_id}/stats", summary="What a user's memory holds in this tenant, and its graph")
     def stats(user_id: str, key: Key) -> dict:
         from dreaming_dagster.ingest.embedding import user_stats
-        from dreaming_dagster.ingest.records import validate_identifier
-        from dreaming_dagster.pipeline import stages
+        from dreaming_dagster.pipeline import graph_reports
+        from dreaming_dagster.storage.records import validate_identifier
 
         validate_identifier(user_id, "user_id")
         memory = user_stats(database, user_id, [key.kg_id])
-        graph = stages.graph_report(database, user_id, [key.kg_id])
+        graph = graph_reports.graph_report(database, user_id, [key.kg_id])
         return {"user_id": user_id, "kg_id": key.kg_id, "memory": jsonable(memory[0]) if memory else None,
                 "graph": jsonable(graph[0]) if graph else None}
 

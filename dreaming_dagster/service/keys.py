@@ -9,10 +9,10 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from dreaming_dagster.ingest.records import validate_identifier
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.embedding_spec import EmbeddingSpec
+from dreaming_dagster.storage.records import validate_identifier
 
 SECRET_PREFIX = "dd_"
 SHOWN_PREFIX_CHARS = 10  # "dd_" and 7 characters of the secret: enough to tell keys apart in a list

@@ -98,11 +98,11 @@ class Forgot(BaseModel):
 def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, database: Database | None = None,
                      embedder: Embedder | None = None) -> MCPServer:
     from dreaming_dagster.embeddings import embedder_from_settings
-    from dreaming_dagster.ingest.records import InvalidInputError, validate_identifier
     from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_pairs
     from dreaming_dagster.pipeline.sync import save_and_sync
     from dreaming_dagster.retrieval.recaller import Recaller
     from dreaming_dagster.service.limits import recall_limit_error
+    from dreaming_dagster.storage.records import InvalidInputError, validate_identifier
 
     kg_id = validate_identifier(kg_id, "kg_id")
     database = database or Database.from_settings(settings, pool_size=settings.serve_connections)

@@ -205,7 +205,7 @@ class Database:
     @contextmanager
     def lock_connection(self) -> Iterator[psycopg.Connection]:
         """A connection to hold a session advisory lock on while other connections do the work (the graph
-        lock: stages.user_graph_lock). With a pool it comes from a second, separate pool, so a lock holder never
+        lock: storage/user_graphs.user_graph_lock). With a pool it comes from a second, separate pool, so a lock holder never
         waits for the connections its own work needs, and a sync no longer opens a connection for its lock
         (a new backend: ~5-11 ms of a one-pair sync here). A connection goes back with every session advisory
         lock released (the pool's reset), whatever its holder did. Should that pool be exhausted, a new

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions, session_pairs
-from dreaming_dagster.ingest.records import MemoryPair, parse_timestamp
 from dreaming_dagster.retrieval.features import question_type_of
+from dreaming_dagster.storage.records import MemoryPair, parse_timestamp
 
 PairKey = str  # a pair's content hash (memory_pairs.content_hash)
 MODES = ("one-user", "per-question")

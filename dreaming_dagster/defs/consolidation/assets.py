@@ -34,7 +34,7 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
     applied in one transaction with importance decay, an audit row and a memory of the pass."""
     from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
     from dreaming_dagster.consolidation.providers import consolidator_from_settings
-    from dreaming_dagster.pipeline.stages import user_kgs
+    from dreaming_dagster.storage.user_graphs import user_kgs
 
     database, model = dreaming_db.database(), embedder.embedder()
     settings = layered_settings(llm, dreaming_policy)  # the provider, and the directive the policy names

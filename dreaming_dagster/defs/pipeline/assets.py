@@ -20,10 +20,11 @@ from dreaming_dagster.defs.resources import (
     LLMResource,
 )
 from dreaming_dagster.hubs import HubRule
-from dreaming_dagster.pipeline import dating, stages
+from dreaming_dagster.pipeline import dating, graph_reports, linking
 from dreaming_dagster.pipeline.merging import merge_ratio
 from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs, run_stage, upstream_of
 from dreaming_dagster.reporting import graph_report_markdown, top_subjects_markdown
+from dreaming_dagster.storage import user_graphs
 
 
 def stage_asset(stage: str, **spec):
@@ -43,7 +44,7 @@ def run_for_partition(context: dg.AssetExecutionContext, inputs: StageInputs) ->
     totals: dict = {}
     started = time.perf_counter()
     run_stage(STAGE_BY_ASSET[context.asset_key.path[-1]], inputs,
-              stages.user_kgs(inputs.database, inputs.user_id), totals)
+              user_graphs.user_kgs(inputs.database, inputs.user_id), totals)
     return totals, time.perf_counter() - started
 
 
@@ -90,9 +91,9 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
     retried once per cool-down."""
     database, extractor = dreaming_db.database(), llm.extractor()
     if config.rebuild:
-        for kg_id in stages.user_kgs(database, context.partition_key):
-            with stages.user_graph_lock(database, context.partition_key, kg_id):
-                stages.clear_user_graph(database, context.partition_key, kg_id)
+        for kg_id in user_graphs.user_kgs(database, context.partition_key):
+            with user_graphs.user_graph_lock(database, context.partition_key, kg_id):
+                linking.clear_user_graph(database, context.partition_key, kg_id)
         context.log.info(f"cleared the graph of {context.partition_key}; every stage runs again")
     totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, extractor=extractor))
     if totals.get("failures"):
@@ -144,14 +145,14 @@ def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDataba
     inputs = merging_inputs(context, dreaming_db, embedder, dreaming_policy)
     database = inputs.database
     totals, seconds = run_for_partition(context, inputs)
-    graph = stages.graph_stats(database, context.partition_key)
-    top = stages.top_subjects(database, context.partition_key, limit=10)
+    graph = graph_reports.graph_stats(database, context.partition_key)
+    top = graph_reports.top_subjects(database, context.partition_key, limit=10)
     return dg.MaterializeResult(
         metadata=_metadata(totals, seconds, graph_subjects=graph["subjects"], graph_links=graph["links"],
                            graph_pairs=graph["pairs"], failing_pairs=graph["failing_pairs"],
                            top_subjects=dg.MetadataValue.md(top_subjects_markdown(context.partition_key, top)),
                            graph=dg.MetadataValue.md(graph_report_markdown(
-                               context.partition_key, stages.graph_report(database, context.partition_key)))),
+                               context.partition_key, graph_reports.graph_report(database, context.partition_key)))),
         check_results=[mega_node_check(database, context.partition_key),
                        orphan_pairs_check(database, context.partition_key)])
 
@@ -172,7 +173,7 @@ def refined_subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDat
                                                              refiner=refiner))
     if totals.get("failures"):
         context.log.warning(f"{totals['failures']} subject(s) failed refinement: {totals.get('last_error')}")
-    top = stages.top_subjects(database, context.partition_key, limit=10)
+    top = graph_reports.top_subjects(database, context.partition_key, limit=10)
     return dg.MaterializeResult(metadata=_metadata(
         totals, seconds, provider=refiner.provider,
         top_subjects=dg.MetadataValue.md(top_subjects_markdown(context.partition_key, top))))

@@ -3,10 +3,10 @@
 import dagster as dg
 
 from dreaming_dagster.hubs import MEGA_NODE_MAX_SHARE, MEGA_NODE_MIN_PAIRS
-from dreaming_dagster.pipeline import stages
-from dreaming_dagster.pipeline.pending_work import extraction_retry_params
 from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage import user_graphs
 from dreaming_dagster.storage.database import Database
+from dreaming_dagster.storage.user_graphs import extraction_retry_params
 
 PARKED_PAIRS_CHECK = "no_parked_pairs"
 MEGA_NODE_CHECK = "no_mega_node"
@@ -29,7 +29,7 @@ def mega_node_check(database: Database, user_id: str) -> dg.AssetCheckResult:
 def orphan_pairs_check(database: Database, user_id: str) -> dg.AssetCheckResult:
     with database.connect(vectors=False) as conn:
         orphans = conn.execute(load_sql("checks/orphan_pairs"), {
-            "user_id": user_id, "kg_ids": stages.user_kgs(database, user_id)}).fetchone()["orphans"]
+            "user_id": user_id, "kg_ids": user_graphs.user_kgs(database, user_id)}).fetchone()["orphans"]
     return dg.AssetCheckResult(check_name=ORPHAN_CHECK, asset_key="subject_links", passed=orphans == 0,
                                metadata={"orphan_pairs": orphans})
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from dreaming_dagster.storage.storable import json_problem, text_problem
 
+# The session the dream writes its consolidation summaries under (consolidation/passes.py).
+DREAM_SESSION = "__dreaming__"
 IDENTIFIER_PATTERN = re.compile(r"[A-Za-z0-9_.@-]{1,128}")
 MAX_MESSAGE_CHARS = 100_000
 MAX_SESSION_ID_CHARS = 256

@@ -1,0 +1,556 @@
+-- Retrieval: the user's candidate pool and the nine ranking signals, scored and ordered, in one
+-- statement. Serving (recall) and training read these same rows, so they can never disagree.
+--
+-- Parameters: user_id, kg_id, query (vector), query_text, pool_size (vector candidates), lexical_pool_size
+-- (BM25 candidates; 0 for a vector-only pool), lexical_seed_postings (how many postings the lexical
+-- pool's first round reads: speed only, the pool is exact), lexical_pool_pairs (bigint[] or NULL: the pair
+-- numbers of the BM25 top lexical_pool_size found by the caller, ties at the cut included — see
+-- lexical_supplied below; NULL: this statement finds them), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs
+-- that happened before it), reference_time (the "now" of rec_exp: as_of or the wall clock), session_id
+-- (the caller's session or NULL), weights (float8[9], in signal order), scale, row_limit, remember_query,
+-- hub_share and hub_min_pairs (hubs.HubRule), graph_pool_size (graph candidates; 0: none),
+-- graph_subjects (the subjects nearest the query the graph side starts from), and the question's time
+-- window (dates/questions.py): window_first and window_last (dates, inclusive; NULL: the question names no
+-- time, and nothing below reads the window), window_margin_days (its soft edge), window_certainty,
+-- window_pool_size (candidates drawn from inside it by vector and by words, each; and for each side of a
+-- two-sided question), window_scan_limit (the most recent in-window pairs those two read), and side_a,
+-- side_b (the embeddings of the two things an "A or B" question compares, or NULL).
+--
+-- Pool: the union of the top pool_size pairs by cosine, the top lexical_pool_size pairs by BM25 over the
+-- user's lexical index (migrations 0008, 0017), up to graph_pool_size pairs reached through the subjects
+-- nearest the query and, when the question names a time, the best in-window pairs by cosine and by BM25
+-- (window_pool_size each), each candidate with every signal.
+-- Vector side: a pair has two vectors (migration 0009: its user turn and its assistant turn) and its
+-- similarity is the better of the two. The top pool_size by that similarity is always inside the union of
+-- the top pool_size of each vector, so two index scans and a cut give it. The approximate CTEs let the
+-- planner use the HNSW indexes (they need hnsw.ef_search >= pool_size, set by the recall connection).
+-- pgvector 0.6 filters an HNSW scan after the fact, so when the user owns a small share of a large index
+-- the scan can come back short; then, and only then (a one-time filter, never executed otherwise), the
+-- user's pairs are scanned exactly.
+-- Lexical side: the query's english lexemes, weighted by the user's idf, summed over the postings of the
+-- user's pairs (BM25). The statistics are the user's whole corpus, as_of or not; only the candidates are
+-- filtered by time. bm25_term_weight (migration 0010) is one word's BM25 term weight.
+WITH query_terms AS MATERIALIZED (
+    SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query_text)s::text)) AS t
+),
+corpus AS MATERIALIZED (
+    SELECT c.pair_count::float8 AS pair_count, c.lexeme_count::float8 / greatest(c.pair_count, 1) AS average_length
+    FROM lexical_corpora c
+    WHERE c.user_id = %(user_id)s AND c.kg_id = %(kg_id)s AND c.pair_count > 0
+),
+-- The query's words in the user's vocabulary (so only this user's postings are ever read), with their idf.
+term_weights AS MATERIALIZED (
+    SELECT u.id AS lexeme_id, u.pair_count AS document_frequency,
+           ln(1 + (c.pair_count - u.pair_count + 0.5) / (u.pair_count + 0.5)) AS idf, c.average_length
+    FROM query_terms q
+    JOIN user_lexemes u ON u.user_id = %(user_id)s AND u.kg_id = %(kg_id)s AND u.lexeme = q.lexeme
+    CROSS JOIN corpus c
+    WHERE u.pair_count > 0
+),
+-- The same words as two parallel arrays, the form pair_words_bm25 (migration 0018) scores a pair's forward row by.
+query_words AS MATERIALIZED (
+    SELECT array_agg(lexeme_id ORDER BY lexeme_id) AS lexeme_ids, array_agg(idf ORDER BY lexeme_id) AS idfs,
+           min(average_length) AS average_length
+    FROM term_weights
+),
+approximate AS MATERIALIZED (
+    SELECT id, embedding <=> %(query)s AS distance
+    FROM memory_pairs
+    WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND embedding IS NOT NULL
+      AND (%(as_of)s::timestamptz IS NULL OR occurred_at < %(as_of)s::timestamptz)
+    ORDER BY embedding <=> %(query)s
+    LIMIT %(pool_size)s
+),
+approximate_replies AS MATERIALIZED (
+    SELECT id, reply_embedding <=> %(query)s AS distance
+    FROM memory_pairs
+    WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND reply_embedding IS NOT NULL
+      AND (%(as_of)s::timestamptz IS NULL OR occurred_at < %(as_of)s::timestamptz)
+    ORDER BY reply_embedding <=> %(query)s
+    LIMIT %(pool_size)s
+),
+exact AS MATERIALIZED (
+    -- MATERIALIZED keeps the planner from turning this into an (approximate) index scan again.
+    -- LEAST skips NULL: a pair without a reply vector is its first vector's distance.
+    SELECT id, least(embedding <=> %(query)s, reply_embedding <=> %(query)s) AS distance
+    FROM memory_pairs
+    WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s AND embedding IS NOT NULL
+      AND (%(as_of)s::timestamptz IS NULL OR occurred_at < %(as_of)s::timestamptz)
+),
+vector_pool AS (
+    (SELECT id FROM (SELECT id, min(distance) AS distance
+                     FROM (SELECT id, distance FROM approximate
+                           UNION ALL SELECT id, distance FROM approximate_replies) AS both_scans
+                     GROUP BY id) AS best
+     WHERE (SELECT count(*) FROM approximate) >= %(pool_size)s
+     ORDER BY distance, id
+     LIMIT %(pool_size)s)
+    UNION ALL
+    (SELECT id FROM exact
+     WHERE (SELECT count(*) FROM approximate) < %(pool_size)s
+     ORDER BY distance, id
+     LIMIT %(pool_size)s)
+),
+-- The lexical pool: the exact BM25 top lexical_pool_size (ties at the cut broken by id), reading only the
+-- postings that can matter (migration 0017's word blocks; a threshold algorithm over block bounds). A
+-- block's bound is the largest BM25 weight any of its postings can have under the current statistics
+-- (from its largest weight when written, and from its largest term frequency and shortest pair), so it
+-- holds however the statistics move.
+-- 1. The query words' blocks in one order, highest bound first. Reading a prefix of that order leaves each
+--    word a residual, the highest bound among its blocks not read; a pair seen in no block read scores at
+--    most the sum of the residuals.
+-- 2. Theta: the best 2 × pool-size pairs by their sums over the first lexical_seed_postings postings,
+--    scored exactly (pair_words); their pool-size-th best score is a real pair's real score, so at most
+--    the true pool-size-th best (as_of: counted over pairs before it only).
+-- 3. Read the shortest prefix whose residuals add up to less than half theta: every pair scoring theta or
+--    more is then seen, and few pairs seen can still reach it (half: reading a posting costs far less
+--    than scoring a pair). A pair seen is a candidate if its bound, the sum read plus the residuals of the
+--    words it was not seen under, reaches theta.
+-- 4. Candidates are scored exactly from their pair_words rows in two rounds: the 2 × pool-size best bounded
+--    first, which with the seeds raise theta to their pool-size-th best score; then only the candidates
+--    whose bound reaches that. (On the recall bench's heavy user, most of a long candidate list is cut.)
+-- lexical_seed_postings 0 gives theta 0: every block is read (tests/test_lexical.py compares settings with
+-- BM25 over every pair). The 1e-9 slacks keep floating-point rounding from dropping a tie. Postings are
+-- unnested in the select list, not FROM (~2.5 times faster: no function scan per block).
+word_bounds AS MATERIALIZED (
+    SELECT bounded.*,
+           row_number() OVER (ORDER BY bound DESC, lexeme_id, block_no) AS position,
+           sum(posting_count) OVER (ORDER BY bound DESC, lexeme_id, block_no ROWS UNBOUNDED PRECEDING)
+               - posting_count AS postings_before,
+           -- Reading this block lowers its word's residual to the bound of the word's next block.
+           coalesce(lead(bound) OVER (PARTITION BY lexeme_id ORDER BY bound DESC, lexeme_id, block_no), 0)
+               - bound AS residual_change,
+           row_number() OVER (PARTITION BY lexeme_id ORDER BY bound DESC, lexeme_id, block_no) = 1 AS word_best
+    FROM (SELECT tw.lexeme_id, b.block_no, b.posting_count,
+                 -- The closer of the block's two bounds; max_weight is in k1 1.2, b 0.75 (migration 0017).
+                 least(bm25_term_weight(tw.idf, b.max_term_frequency, b.min_pair_length, tw.average_length,
+                                        %(bm25_k1)s::float8, %(bm25_b)s::float8),
+                       CASE WHEN %(bm25_k1)s::float8 = 1.2 AND %(bm25_b)s::float8 = 0.75
+                            THEN tw.idf * b.max_weight * greatest(1, tw.average_length / b.weight_length) END)
+                     * (1 + 1e-9) AS bound
+          FROM term_weights tw
+          JOIN word_blocks b ON b.lexeme_id = tw.lexeme_id
+          WHERE %(lexical_pool_size)s > 0 AND %(lexical_pool_pairs)s::bigint[] IS NULL) bounded
+),
+seed_sums AS MATERIALIZED (
+    SELECT p.pair_no,
+           sum(bm25_term_weight(p.idf, p.term_frequency, p.pair_length, p.average_length,
+                                %(bm25_k1)s::float8, %(bm25_b)s::float8)) AS partial
+    FROM (SELECT unnest(b.pair_nos) AS pair_no, unnest(b.term_frequencies) AS term_frequency,
+                 unnest(b.pair_lengths) AS pair_length, tw.idf, tw.average_length
+          FROM word_bounds wb
+          JOIN word_blocks b USING (lexeme_id, block_no)
+          JOIN term_weights tw USING (lexeme_id)
+          WHERE wb.postings_before < %(lexical_seed_postings)s) p
+    GROUP BY p.pair_no
+    ORDER BY partial DESC
+    LIMIT 2 * %(lexical_pool_size)s
+),
+-- The seed's best sums scored exactly (their pair_words rows): real scores of real pairs, so their
+-- pool-size-th best is also at most the true one, and much closer than a sum over the first blocks only.
+seed_scores AS MATERIALIZED (
+    SELECT s.pair_no, scored.bm25
+    FROM seed_sums s
+    JOIN pair_words w ON w.pair_no = s.pair_no
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+    WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
+),
+threshold AS MATERIALIZED (
+    SELECT coalesce((SELECT bm25 FROM seed_scores ORDER BY bm25 DESC
+                     OFFSET greatest(%(lexical_pool_size)s - 1, 0) LIMIT 1), 0) * (1 - 1e-9) AS theta
+),
+cutoff AS MATERIALIZED (
+    SELECT coalesce(min(r.position) FILTER (WHERE r.residual < t.theta / 2), max(r.position)) AS position
+    FROM (SELECT wb.position,
+                 (SELECT sum(bound) FROM word_bounds WHERE word_best)
+                 + sum(wb.residual_change) OVER (ORDER BY wb.position) AS residual
+          FROM word_bounds wb) r
+    CROSS JOIN threshold t
+    GROUP BY t.theta
+),
+word_residuals AS MATERIALIZED (
+    SELECT tw.lexeme_id, tw.idf, tw.average_length,
+           coalesce((SELECT max(wb.bound) FROM word_bounds wb
+                     WHERE wb.lexeme_id = tw.lexeme_id AND wb.position > (SELECT position FROM cutoff)), 0) AS residual
+    FROM term_weights tw
+),
+-- The blocks to read, each with its word's idf and residual, so nothing is joined per posting below.
+read_blocks AS MATERIALIZED (
+    SELECT wb.lexeme_id, wb.block_no, wr.idf, wr.average_length, wr.residual
+    FROM word_bounds wb
+    JOIN word_residuals wr USING (lexeme_id)
+    WHERE wb.position <= (SELECT position FROM cutoff)
+),
+lexical_candidates AS MATERIALIZED (
+    -- A pair's bound: the sum read plus the residuals of the words it was not seen under, that is every
+    -- word's residual plus what each word seen added beyond its own.
+    SELECT seen.pair_no, seen.gain + (SELECT sum(residual) FROM word_residuals) AS bound
+    FROM (SELECT p.pair_no,
+                 sum(bm25_term_weight(p.idf, p.term_frequency, p.pair_length, p.average_length,
+                                      %(bm25_k1)s::float8, %(bm25_b)s::float8) - p.residual) AS gain
+          FROM (SELECT unnest(b.pair_nos) AS pair_no, unnest(b.term_frequencies) AS term_frequency,
+                       unnest(b.pair_lengths) AS pair_length, rb.idf, rb.average_length, rb.residual
+                FROM read_blocks rb
+                JOIN word_blocks b USING (lexeme_id, block_no)) p
+          GROUP BY p.pair_no) seen
+    WHERE seen.gain + (SELECT sum(residual) FROM word_residuals) >= (SELECT theta FROM threshold)
+),
+-- Round one: the best-bounded candidates, scored exactly.
+first_scores AS MATERIALIZED (
+    SELECT w.pair_no, w.pair_id, scored.bm25
+    FROM (SELECT pair_no FROM lexical_candidates ORDER BY bound DESC, pair_no LIMIT 2 * %(lexical_pool_size)s) lc
+    JOIN pair_words w ON w.pair_no = lc.pair_no
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+    WHERE %(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz
+),
+-- The pool-size-th best real score known now (distinct pairs: a seed can be a candidate too), at most the
+-- true one and at least theta.
+raised_threshold AS MATERIALIZED (
+    SELECT greatest((SELECT theta FROM threshold),
+                    coalesce((SELECT bm25 FROM (SELECT pair_no, bm25 FROM first_scores
+                                                UNION SELECT pair_no, bm25 FROM seed_scores) known
+                              ORDER BY bm25 DESC OFFSET greatest(%(lexical_pool_size)s - 1, 0) LIMIT 1), 0)
+                    * (1 - 1e-9)) AS theta
+),
+-- Round two: the other candidates whose bound reaches it.
+second_scores AS MATERIALIZED (
+    SELECT w.pair_id, scored.bm25
+    FROM lexical_candidates lc
+    JOIN pair_words w ON w.pair_no = lc.pair_no
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+    WHERE lc.bound >= (SELECT theta FROM raised_threshold)
+      AND NOT EXISTS (SELECT 1 FROM first_scores f WHERE f.pair_no = lc.pair_no)
+      AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
+),
+-- Or the pairs the caller found (retrieval/lexical_postings.py: the exact top from postings held in the
+-- recall process), scored here exactly as the rounds above score theirs and cut the same way below. They
+-- come from the user's own words; the candidates' join with memory_pairs is scoped by user all the same.
+lexical_supplied AS MATERIALIZED (
+    SELECT w.pair_id, scored.bm25
+    FROM pair_words w
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+    WHERE w.pair_no = ANY(%(lexical_pool_pairs)s::bigint[]) AND %(lexical_pool_size)s > 0
+      AND (%(as_of)s::timestamptz IS NULL OR w.occurred_at < %(as_of)s::timestamptz)
+),
+lexical_pool AS MATERIALIZED (
+    SELECT scored.id, scored.bm25
+    FROM (SELECT pair_id AS id, bm25 FROM lexical_supplied
+          UNION ALL SELECT pair_id, bm25 FROM first_scores UNION ALL SELECT pair_id, bm25 FROM second_scores
+         ) scored
+    ORDER BY scored.bm25 DESC, scored.id
+    LIMIT %(lexical_pool_size)s
+),
+-- The graph side of the pool: pairs the vectors and the words both missed, reached through the user's
+-- subjects nearest the query — by subject embedding (the graph_subjects nearest) and by subject-name words
+-- (subjects whose name holds a query word) — never through a flagged hub. Each linked pair not already
+-- drawn scores its best subject's similarity × specificity (hubs.py, over the whole corpus); the
+-- best graph_pool_size are drawn.
+-- The nearest subjects come from the subjects' HNSW index, as the vector pool's pairs do (the recall
+-- connection's hnsw.ef_search is at least graph_subjects): ranked again by distance and id, and, when the
+-- scan comes back short (pgvector 0.6 filters it after the fact: a user owning a small share of the
+-- index), the user's live subjects are scanned exactly instead — a one-time filter, never run otherwise.
+-- (An exact scan every time cost 27 ms for a user with 20,000 subjects.) The name match reads the
+-- subjects' name-word index (migration 0020).
+query_subjects_approximate AS MATERIALIZED (
+    SELECT s.id, s.embedding <=> %(query)s AS distance
+    FROM subjects s
+    WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
+      AND s.hub_since IS NULL AND s.embedding IS NOT NULL AND %(graph_pool_size)s > 0
+    ORDER BY s.embedding <=> %(query)s
+    LIMIT %(graph_subjects)s
+),
+query_subjects AS MATERIALIZED (
+    SELECT nearest.id, nearest.similarity
+    FROM ((SELECT a.id, 1 - a.distance AS similarity
+           FROM query_subjects_approximate a
+           WHERE (SELECT count(*) FROM query_subjects_approximate) >= %(graph_subjects)s
+           ORDER BY a.distance, a.id)
+          UNION ALL
+          (SELECT s.id, 1 - (s.embedding <=> %(query)s) AS similarity
+           FROM subjects s
+           WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
+             AND s.hub_since IS NULL AND s.embedding IS NOT NULL AND %(graph_pool_size)s > 0
+             AND (SELECT count(*) FROM query_subjects_approximate) < %(graph_subjects)s
+           ORDER BY s.embedding <=> %(query)s, s.id
+           LIMIT %(graph_subjects)s)) nearest
+    UNION
+    SELECT named.id, named.similarity
+    FROM (SELECT s.id, coalesce(1 - (s.embedding <=> %(query)s), 0) AS similarity
+          FROM subjects s
+          WHERE s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
+            AND s.hub_since IS NULL AND %(graph_pool_size)s > 0
+            AND to_tsvector('english'::regconfig, s.subject_text)
+                @@ (SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery FROM query_terms)
+          ORDER BY s.embedding <=> %(query)s, s.id
+          LIMIT %(graph_subjects)s) named
+),
+graph_links AS MATERIALIZED (
+    SELECT l.pair_id,
+           max(qs.similarity * (1 - ln(greatest(counted.link_count, 1)) / ln(greatest(n.pairs, 2)))) AS weight
+    FROM query_subjects qs
+    CROSS JOIN (SELECT coalesce((SELECT pair_count FROM corpus), 0)::float8 AS pairs) n
+    CROSS JOIN LATERAL (SELECT s.link_count FROM subjects s WHERE s.id = qs.id) counted
+    JOIN subject_memory_pair_links l ON l.subject_id = qs.id
+    GROUP BY l.pair_id
+),
+graph_pool AS MATERIALIZED (
+    SELECT g.pair_id AS id
+    FROM graph_links g
+    JOIN memory_pairs p ON p.id = g.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+    WHERE (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+      AND NOT EXISTS (SELECT 1 FROM vector_pool v WHERE v.id = g.pair_id)
+      AND NOT EXISTS (SELECT 1 FROM lexical_pool lp WHERE lp.id = g.pair_id)
+    ORDER BY g.weight DESC, g.pair_id
+    LIMIT %(graph_pool_size)s
+),
+-- The time-window side: when the question names a time, the pairs said inside the window (widened by its
+-- soft edge) or mentioning a time that overlaps it (pair_times, migration 0026), the most recent
+-- window_scan_limit of them; of those, the window_pool_size nearest the query and the window_pool_size
+-- best by BM25 that no other side drew. So a pair from "last month" outside the global top-50 is still a
+-- candidate; time_fit below ranks it. Never a filter: the other sides draw as before. A two-sided question
+-- ("which did I do first, A or B?") also draws the window_pool_size pairs nearest each side (the HNSW
+-- index), so both halves of the answer are candidates.
+window_pairs AS MATERIALIZED (
+    -- Two index-ordered branches (the pairs' (user, graph, time) index read backwards; the times' index),
+    -- each cut at the limit before they are merged, so a wide window reads no more than the limit twice.
+    SELECT w.id
+    FROM ((SELECT p.id, p.occurred_at
+           FROM memory_pairs p
+           WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
+             AND p.occurred_at >= (%(window_first)s::date - ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
+             AND p.occurred_at < (%(window_last)s::date + 1 + ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
+             AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+           ORDER BY p.occurred_at DESC, p.id
+           LIMIT %(window_scan_limit)s)
+          UNION
+          (SELECT p.id, p.occurred_at
+           FROM pair_times t
+           JOIN memory_pairs p ON p.id = t.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+           WHERE t.user_id = %(user_id)s AND t.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
+             AND t.last_day >= %(window_first)s::date - ceil(%(window_margin_days)s)::integer
+             AND t.first_day <= %(window_last)s::date + ceil(%(window_margin_days)s)::integer
+             AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+           ORDER BY p.occurred_at DESC, p.id
+           LIMIT %(window_scan_limit)s)) w
+    ORDER BY w.occurred_at DESC, w.id
+    LIMIT %(window_scan_limit)s
+),
+window_drawn AS MATERIALIZED (
+    (SELECT p.id
+     FROM window_pairs w
+     JOIN memory_pairs p ON p.id = w.id
+     WHERE p.embedding IS NOT NULL
+     ORDER BY least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s), p.id
+     LIMIT %(window_pool_size)s)
+    UNION
+    (SELECT w.pair_id
+     FROM window_pairs wp
+     JOIN pair_words w ON w.pair_id = wp.id
+     CROSS JOIN query_words q
+     CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                        q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+     WHERE scored.bm25 > 0
+     ORDER BY scored.bm25 DESC, w.pair_id
+     LIMIT %(window_pool_size)s)
+    UNION
+    (SELECT p.id FROM memory_pairs p
+     WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND p.embedding IS NOT NULL
+       AND %(side_a)s::vector IS NOT NULL
+       AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+     ORDER BY p.embedding <=> %(side_a)s::vector
+     LIMIT %(window_pool_size)s)
+    UNION
+    (SELECT p.id FROM memory_pairs p
+     WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND p.embedding IS NOT NULL
+       AND %(side_b)s::vector IS NOT NULL
+       AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+     ORDER BY p.embedding <=> %(side_b)s::vector
+     LIMIT %(window_pool_size)s)
+),
+window_pool AS MATERIALIZED (
+    SELECT d.id FROM window_drawn d
+    WHERE NOT EXISTS (SELECT 1 FROM vector_pool v WHERE v.id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM lexical_pool lp WHERE lp.id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM graph_pool g WHERE g.id = d.id)
+),
+-- Exact BM25 (the lex signal) of every pair the vector and graph sides drew, read from its pair_words row
+-- (one primary-key fetch a pair); the lexical pool's pairs carry theirs.
+exact_bm25 AS MATERIALIZED (
+    SELECT lp.id, lp.bm25 FROM lexical_pool lp
+    UNION ALL
+    SELECT w.pair_id, scored.bm25
+    FROM (SELECT id FROM vector_pool UNION SELECT id FROM graph_pool UNION SELECT id FROM window_pool
+          EXCEPT SELECT id FROM lexical_pool) AS drawn
+    JOIN pair_words w ON w.pair_id = drawn.id
+    CROSS JOIN query_words q
+    CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
+                                       q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
+),
+pool AS (
+    SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool,
+           false AS in_graph_pool, false AS in_window_pool
+    FROM vector_pool v
+    FULL JOIN lexical_pool l ON l.id = v.id
+    UNION ALL
+    SELECT id, false, false, true, false FROM graph_pool
+    UNION ALL
+    SELECT id, false, false, false, true FROM window_pool
+),
+-- Similarity: the better of the pair's two vectors. A pair whose embedding is still pending (lexical
+-- candidates can be) has similarity 0.
+candidates AS MATERIALIZED (
+    SELECT p.id, p.session_id, p.turn_index, p.occurred_at, p.user_message, p.assistant_message,
+           p.metadata, p.content_hash, pool.in_vector_pool, pool.in_lexical_pool, pool.in_graph_pool,
+           pool.in_window_pool,
+           coalesce(1 - least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s), 0) AS similarity,
+           coalesce(cb.bm25, 0) AS bm25
+    FROM pool
+    JOIN memory_pairs p ON p.id = pool.id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+    LEFT JOIN exact_bm25 cb ON cb.id = pool.id
+),
+-- The graph side: each candidate's live subjects (the junction table is the whole graph). The CTEs below
+-- are MATERIALIZED so each is computed once: the planner cannot estimate the pool's size and, inlined,
+-- would re-run them inside nested loops (measured: 4x slower for small users).
+candidate_subjects AS (
+    SELECT c.id AS pair_id, s.id AS subject_id, 1 - (s.embedding <=> %(query)s) AS subject_similarity,
+           s.link_count
+    FROM candidates c
+    JOIN subject_memory_pair_links l
+      ON l.pair_id = c.id AND l.user_id = %(user_id)s AND l.kg_id = %(kg_id)s
+    JOIN subjects s
+      ON s.id = l.subject_id AND s.user_id = %(user_id)s AND s.kg_id = %(kg_id)s AND s.archived_at IS NULL
+),
+-- How often each of those subjects comes up: its links over the user's whole memory, kept with the subject
+-- (migration 0023: subjects.link_count, read from the row fetched above). As of a past time, only links to
+-- pairs before it count: one index-only count per subject (LATERAL), never a scan of the user's links. The
+-- subject ids are already this user's (checked against subjects.user_id above) and a link always carries
+-- its subject's user (pipeline/insert_links), so no user filter is needed there, and leaving it out keeps
+-- the count inside the primary-key index.
+subject_link_counts AS MATERIALIZED (
+    SELECT DISTINCT cs.subject_id, cs.link_count::bigint AS link_count
+    FROM candidate_subjects cs
+    WHERE %(as_of)s::timestamptz IS NULL
+    UNION ALL
+    SELECT ds.subject_id, counted.link_count
+    FROM (SELECT DISTINCT subject_id FROM candidate_subjects WHERE %(as_of)s::timestamptz IS NOT NULL) ds
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS link_count
+        FROM subject_memory_pair_links l
+        WHERE l.subject_id = ds.subject_id
+          AND EXISTS (SELECT 1 FROM memory_pairs lp
+                      WHERE lp.id = l.pair_id AND lp.occurred_at < %(as_of)s::timestamptz)
+    ) counted
+),
+-- How specific each subject is (hubs.py): an IDF over the user's pairs scaled to [0, 1],
+-- ln(N/n)/ln(N), and 0 for a hub (more than hub_share of the N pairs, once N >= hub_min_pairs). N is the
+-- user's whole corpus (as for BM25); n the subject's links before as_of. A speaker's name on most pairs
+-- then adds nothing to subj_freq, subj_sem or neighbor_density.
+subject_weights AS MATERIALIZED (
+    SELECT slc.subject_id, slc.link_count,
+           CASE WHEN n.pairs >= %(hub_min_pairs)s AND slc.link_count > %(hub_share)s::float8 * n.pairs THEN 0::float8
+                WHEN n.pairs < 2 THEN 1::float8
+                ELSE least(greatest(ln(n.pairs / greatest(slc.link_count, 1)) / ln(n.pairs), 0), 1) END AS specificity
+    FROM subject_link_counts slc
+    CROSS JOIN (SELECT coalesce((SELECT pair_count FROM corpus), 0)::float8 AS pairs) n
+),
+pair_subject_scores AS MATERIALIZED (
+    SELECT cs.pair_id,
+           sum(sw.link_count * sw.specificity)::float8 AS subject_links,
+           max(cs.subject_similarity) FILTER (WHERE sw.specificity > 0) AS best_subject_similarity
+    FROM candidate_subjects cs
+    JOIN subject_weights sw USING (subject_id)
+    GROUP BY cs.pair_id
+),
+-- Each candidate's neighbours: the other candidates sharing a subject with it, each counted by the most
+-- specific subject they share (a shared hub counts 0).
+neighbor_counts AS MATERIALIZED (
+    SELECT shared.pair_id, sum(shared.weight)::float8 AS neighbors
+    FROM (SELECT a.pair_id, b.pair_id AS other, max(sw.specificity) AS weight
+          FROM candidate_subjects a
+          JOIN candidate_subjects b ON b.subject_id = a.subject_id AND b.pair_id <> a.pair_id
+          JOIN subject_weights sw ON sw.subject_id = a.subject_id
+          GROUP BY a.pair_id, b.pair_id) shared
+    GROUP BY shared.pair_id
+),
+-- How well each candidate's times fit the question's window (range_fit, migration 0026): the best of its
+-- own day (occurred_at, a UTC day) and the times its user turn mentions (each by its certainty), times the
+-- window's certainty. Read only when the question names a time.
+time_fits AS MATERIALIZED (
+    SELECT fits.pair_id, max(fits.fit) * %(window_certainty)s::float8 AS time_fit
+    FROM (SELECT c.id AS pair_id,
+                 range_fit((c.occurred_at AT TIME ZONE 'UTC')::date, (c.occurred_at AT TIME ZONE 'UTC')::date,
+                           granularity_margin_days('day'), %(window_first)s::date, %(window_last)s::date,
+                           %(window_margin_days)s::float8) AS fit
+          FROM candidates c
+          WHERE %(window_first)s::date IS NOT NULL
+          UNION ALL
+          SELECT t.pair_id,
+                 t.certainty * range_fit(t.first_day, t.last_day, granularity_margin_days(t.granularity),
+                                         %(window_first)s::date, %(window_last)s::date,
+                                         %(window_margin_days)s::float8)
+          FROM candidates c
+          JOIN pair_times t ON t.pair_id = c.id AND t.user_id = %(user_id)s AND t.kg_id = %(kg_id)s
+          WHERE %(window_first)s::date IS NOT NULL) fits
+    GROUP BY fits.pair_id
+),
+raw_signals AS (
+    SELECT c.*,
+           coalesce(tf.time_fit, 0) AS raw_time_fit,
+           extract(epoch FROM c.occurred_at)::float8 AS occurred_epoch,
+           coalesce(pss.subject_links, 0) AS subject_links,
+           pss.best_subject_similarity,
+           coalesce(nc.neighbors, 0) AS neighbors
+    FROM candidates c
+    LEFT JOIN pair_subject_scores pss ON pss.pair_id = c.id
+    LEFT JOIN neighbor_counts nc ON nc.pair_id = c.id
+    LEFT JOIN time_fits tf ON tf.pair_id = c.id
+),
+signals AS (
+    SELECT r.*,
+           least(greatest(r.similarity, 0), 1) AS cos,
+           CASE WHEN max(r.occurred_epoch) OVER () = min(r.occurred_epoch) OVER () THEN 1.0::float8
+                ELSE (r.occurred_epoch - min(r.occurred_epoch) OVER ())
+                     / (max(r.occurred_epoch) OVER () - min(r.occurred_epoch) OVER ()) END AS rec_lin,
+           -- At most 1,000 half-lives (~38 years; 0.5^1000 ≈ 1e-301): older pairs would underflow float8.
+           power(0.5, least(greatest(extract(epoch FROM (%(reference_time)s::timestamptz - r.occurred_at))::float8, 0)
+                            / 86400.0 / 14.0, 1000.0)) AS rec_exp,
+           coalesce(r.subject_links / nullif(max(r.subject_links) OVER (), 0), 0) AS subj_freq,
+           least(greatest(coalesce(r.best_subject_similarity, 0), 0), 1) AS subj_sem,
+           CASE WHEN r.session_id = %(session_id)s::text THEN 1::float8 ELSE 0::float8 END AS sess,
+           coalesce(r.neighbors / nullif(max(r.neighbors) OVER (), 0), 0) AS neighbor_density,
+           coalesce(r.bm25 / nullif(max(r.bm25) OVER (), 0), 0) AS lex,
+           least(greatest(r.raw_time_fit, 0), 1) AS time_fit
+    FROM raw_signals r
+),
+remembered AS (
+    -- The user's last-query time is an input of the next query's ranking; only real recalls count.
+    INSERT INTO recall_profiles AS rp (user_id, kg_id, last_query_at, query_count)
+    SELECT %(user_id)s, %(kg_id)s, clock_timestamp(), 1
+    WHERE %(remember_query)s AND EXISTS (SELECT 1 FROM candidates)
+    ON CONFLICT (user_id, kg_id)
+    DO UPDATE SET last_query_at = EXCLUDED.last_query_at, query_count = rp.query_count + 1
+)
+SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message, metadata, content_hash,
+       in_vector_pool, in_lexical_pool, in_graph_pool, in_window_pool, similarity, bm25,
+       cos, rec_lin, rec_exp, subj_freq, subj_sem, sess, neighbor_density, lex, time_fit,
+       %(scale)s::float8 * (
+             (%(weights)s::float8[])[1] * cos
+           + (%(weights)s::float8[])[2] * rec_lin
+           + (%(weights)s::float8[])[3] * rec_exp
+           + (%(weights)s::float8[])[4] * subj_freq
+           + (%(weights)s::float8[])[5] * subj_sem
+           + (%(weights)s::float8[])[6] * sess
+           + (%(weights)s::float8[])[7] * neighbor_density
+           + (%(weights)s::float8[])[8] * lex
+           + (%(weights)s::float8[])[9] * time_fit) AS score
+FROM signals
+ORDER BY score DESC, similarity DESC, id
+LIMIT %(row_limit)s;
