@@ -9,6 +9,7 @@ import signal
 import threading
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
@@ -36,8 +37,10 @@ ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_
 
 
 # The files that take longest go first, so with two workers the longest one (the browser test: a demo, a
-# training run and a Dagster UI to start) is not left for last.
-SLOWEST_FIRST = ("test_ui.py", "test_pipeline.py", "test_ranker_job.py", "test_demo.py")
+# training run and a Dagster UI to start) is not left for last; beside it, the wrong-key flood, which mostly
+# waits for Postgres' statistics.
+SLOWEST_FIRST = ("test_ui.py", "test_bench_smoke_service.py", "test_service_hardening.py", "test_ranker_job.py",
+                 "test_pipeline.py", "test_demo.py")
 # The benches' smoke runs load both cores; run beside the tests that start servers under a deadline (the
 # Dagster UI, the gRPC code location, `dreaming exec`), they starved them past it on a clean CI clone. Last,
 # the two files run side by side once everything else is done.
@@ -141,9 +144,33 @@ def database(database_url, migrated_templates) -> Database:
     return ScratchDatabase(database_url, migrated_templates)
 
 
+class RememberingEmbedder(LocalMiniLMEmbedder):
+    """The real local model, each text embedded once per test process: the tests ingest the same oracle
+    slices again and again. The model itself is tested with a plain LocalMiniLMEmbedder
+    (tests/test_embeddings.py, tests/test_onnx_encoder.py)."""
+
+    def __init__(self, batch_size: int):
+        super().__init__(batch_size=batch_size)
+        self._vectors: dict[str, np.ndarray] = {}
+        self._remember_lock = threading.Lock()
+
+    def embed(self, texts):
+        texts = list(texts)
+        with self._remember_lock:
+            new = list(dict.fromkeys(text for text in texts if text not in self._vectors))
+        if new:
+            vectors = super().embed(new)
+            with self._remember_lock:
+                self._vectors.update(zip(new, vectors, strict=True))
+        if not texts:
+            return np.zeros((0, self.spec.dimension), dtype=np.float32)
+        with self._remember_lock:
+            return np.stack([self._vectors[text] for text in texts])
+
+
 @pytest.fixture(scope="session")
 def local_embedder() -> LocalMiniLMEmbedder:
-    return LocalMiniLMEmbedder(batch_size=32)
+    return RememberingEmbedder(batch_size=32)
 
 
 @pytest.fixture(scope="session")

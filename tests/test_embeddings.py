@@ -5,7 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from dreaming_dagster.embeddings import _load_minilm, padding_bounded_batches
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _load_minilm, padding_bounded_batches
 
 
 def test_batches_never_pad_a_text_to_more_than_twice_its_length_past_the_slack():
@@ -42,7 +42,13 @@ def test_batches_hold_at_most_batch_size_texts():
         padding_bounded_batches([1], batch_size=0)
 
 
-def test_local_embedder_returns_the_vectors_of_one_text_at_a_time_in_order(local_embedder):
+@pytest.fixture(scope="module")
+def model_embedder() -> LocalMiniLMEmbedder:
+    """The local model with nothing remembered between calls (the suite's local_embedder remembers vectors)."""
+    return LocalMiniLMEmbedder(batch_size=32)
+
+
+def test_local_embedder_returns_the_vectors_of_one_text_at_a_time_in_order(model_embedder):
     texts = ["user: where does my sister live?",
              "assistant: " + "Lisbon has steep hills, trams and tiled facades. " * 40,  # truncated at 256 pieces
              "user: I adopted a beagle named Max",
@@ -51,20 +57,20 @@ def test_local_embedder_returns_the_vectors_of_one_text_at_a_time_in_order(local
     model = _load_minilm()
     one_by_one = np.vstack([model.encode([t], normalize_embeddings=True) for t in texts])
     for _ in range(2):  # called repeatedly: same answer
-        vectors = local_embedder.embed(texts)
+        vectors = model_embedder.embed(texts)
         assert vectors.shape == (5, 384) and vectors.dtype == np.float32
         assert np.allclose(vectors, one_by_one, atol=1e-5)
-    assert np.allclose(local_embedder.embed(texts[::-1]), one_by_one[::-1], atol=1e-5)
+    assert np.allclose(model_embedder.embed(texts[::-1]), one_by_one[::-1], atol=1e-5)
 
 
-def test_local_embedder_is_safe_to_call_from_threads(local_embedder):
+def test_local_embedder_is_safe_to_call_from_threads(model_embedder):
     texts = [f"user: what did I say about topic {i} last week?" for i in range(6)] + ["assistant: " + "ok " * 300]
-    expected = local_embedder.embed(texts)
+    expected = model_embedder.embed(texts)
     results, errors = {}, []
 
     def work(worker: int) -> None:
         try:
-            results[worker] = local_embedder.embed(texts[worker:] + texts[:worker])
+            results[worker] = model_embedder.embed(texts[worker:] + texts[:worker])
         except Exception as exc:  # reported below
             errors.append(exc)
 

@@ -103,7 +103,7 @@ def test_save_with_sync_dreams_in_the_same_request_for_the_keys_tenant_only(serv
 
 def test_limits_answer_413_or_422_naming_the_field(database, database_url, embedder16, tmp_path):
     app = create_app(service_settings(database_url, tmp_path, serve_max_records=3, serve_max_body_bytes=5000,
-                                      serve_max_query_chars=50, serve_max_k=20),
+                                      recall_max_query_chars=50, recall_max_k=20),
                      database=database, embedder=embedder16)
     with TestClient(app) as client:
         h = {"X-API-Key": keys.create_key(database, embedder16.spec, "acme")[0]}
@@ -328,3 +328,53 @@ def test_the_mcp_tools_through_the_sdks_client(cli_env):
     memories = recalled.structured_content["memories"]
     assert memories and "Rachel" in memories[0]["user_message"]
     assert refused.is_error and "user_id" in str(refused.content)
+
+
+def test_the_openapi_page_shows_every_answer_and_both_ways_to_send_a_key(service):
+    client, _ = service
+    spec = client.get("/openapi.json").json()
+    assert set(spec["components"]["securitySchemes"]) == {"HTTPBearer", "APIKeyHeader"}
+    shapes = spec["components"]["schemas"]
+    for path, methods in spec["paths"].items():
+        for method, operation in methods.items():
+            if path.startswith("/v1/") and not path.endswith("/export"):
+                answer = operation["responses"]["200"]["content"]["application/json"]["schema"]
+                assert answer.get("$ref", "").startswith("#/components/schemas/"), (method, path, answer)
+                assert {"HTTPBearer": []} in operation["security"], (method, path)
+    # The MCP tools answer with the same shapes: a recalled memory is the HTTP one without its signals.
+    from dreaming_dagster.service import shapes as shared
+
+    assert set(shared.Memory.model_fields) < set(shapes["RankedMemory"]["properties"])
+    assert set(shared.Forgot.model_fields) < set(shapes["Forgotten"]["properties"])
+    assert set(shared.StoredPair.model_fields) < set(shapes["ListedPair"]["properties"])
+
+
+def test_a_request_body_is_parsed_once(service, monkeypatch):
+    from starlette.requests import Request
+
+    client, headers = service
+
+    async def parse_again(self):
+        raise AssertionError("the body was parsed a second time")
+
+    monkeypatch.setattr(Request, "json", parse_again)  # what FastAPI would call without the guard's value
+    saved = client.post("/v1/pairs", headers=headers["acme"], json={"user_id": "alice", "pairs": [pair(1)]})
+    assert saved.status_code == 200 and saved.json()["inserted"] == 1
+    recalled = client.post("/v1/recall", headers=headers["acme"], json={"user_id": "alice", "query": "message", "k": 1})
+    assert recalled.status_code == 200 and len(recalled.json()["memories"]) == 1
+
+
+def test_the_python_api_http_and_mcp_hold_one_recall_limit(clean_env, database_url, tmp_path):
+    from dreaming_dagster.retrieval.recaller import RecallLimits
+    from dreaming_dagster.storage.records import InvalidInputError
+
+    clean_env.setenv("DREAMING_RECALL_MAX_K", "20")
+    settings = DreamingSettings(database_url=database_url, data_dir=tmp_path)
+    assert RecallLimits.from_settings(settings) == RecallLimits(max_k=20, max_query_chars=4000)
+    from dreaming_dagster import recall
+
+    with pytest.raises(InvalidInputError, match="k.*between 1 and 20"):
+        recall("alice", "anything", k=21)
+    clean_env.setenv("DREAMING_RECALL_MAX_K", "201")  # past the hard ceiling: the setting names itself
+    with pytest.raises(ValueError, match="recall_max_k"):
+        DreamingSettings()

@@ -105,6 +105,10 @@ class DreamingSettings(BaseSettings):
     ranker_model_path: Path | None = None
     """The Composite ranker file recall() loads (v1, v2 or v3, safetensors). Unset:
     <data_dir>/models/ranker.safetensors; with no file there, ranking is pure cosine."""
+    recall_max_k: int = Field(default=100, ge=1, le=200)
+    """most memories one recall may ask for: the Python API, HTTP and MCP refuse more, naming k"""
+    recall_max_query_chars: int = Field(default=4000, ge=1, le=10_000)
+    """longest recall query: the Python API, HTTP and MCP refuse a longer one, naming query"""
     recall_pool_size: int = Field(default=50, ge=1, le=1000)
     """candidates drawn by cosine before the eight-signal ranking"""
     recall_lexical_pool_size: int = Field(default=50, ge=0, le=1000)
@@ -148,10 +152,6 @@ class DreamingSettings(BaseSettings):
     """largest request body (413)"""
     serve_max_records: int = Field(default=1000, ge=1, le=100_000)
     """pairs one POST /v1/pairs may hold"""
-    serve_max_query_chars: int = Field(default=4000, ge=1, le=10_000)
-    """longest recall query (422)"""
-    serve_max_k: int = Field(default=100, ge=1, le=200)
-    """most memories one recall may ask for"""
     serve_rate_per_second: float = Field(default=50.0, gt=0)
     """requests a key may make per second, on average (429 with Retry-After beyond it)"""
     serve_rate_burst: int = Field(default=100, ge=1)

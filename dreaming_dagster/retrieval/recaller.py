@@ -57,13 +57,26 @@ from dreaming_dagster.storage.records import (
 from dreaming_dagster.storage.storable import clean_text
 
 logger = logging.getLogger(__name__)
-MAX_K = 200
-# A question, not a document: the encoder reads ~256 word pieces, and the lexical side one posting list
-# per distinct word, so a longer "query" only costs time.
-MAX_QUERY_CHARS = 10_000
 # Defaults are the settings' declared ones (DREAMING_RECALL_*), stated once there.
 DEFAULT_POOL_SIZE: int = DECLARED_DEFAULTS.recall_pool_size
 DEFAULT_LEXICAL_POOL_SIZE: int = DECLARED_DEFAULTS.recall_lexical_pool_size
+
+
+@dataclass(frozen=True)
+class RecallLimits:
+    """What one recall may ask: at most ``max_k`` memories, a query of at most ``max_query_chars`` characters
+    (a question, not a document: the encoder reads ~256 word pieces, the lexical side a posting list per
+    distinct word). The Python API, HTTP and MCP all refuse past them, naming the field."""
+
+    max_k: int = DECLARED_DEFAULTS.recall_max_k
+    max_query_chars: int = DECLARED_DEFAULTS.recall_max_query_chars
+
+    @classmethod
+    def from_settings(cls, settings: DreamingSettings) -> RecallLimits:
+        return cls(max_k=settings.recall_max_k, max_query_chars=settings.recall_max_query_chars)
+
+
+DEFAULT_RECALL_LIMITS = RecallLimits()
 
 
 @dataclass(frozen=True)
@@ -192,15 +205,16 @@ class RecallRequest:
 
 
 def validate_request(user_id: object, query: object, k: object = 10, session_id: object = None,
-                     as_of: object = None, kg_id: object = "default") -> RecallRequest:
-    """Check every argument; errors name the field (:class:`InvalidInputError`)."""
+                     as_of: object = None, kg_id: object = "default",
+                     limits: RecallLimits = DEFAULT_RECALL_LIMITS) -> RecallRequest:
+    """Check every argument against ``limits``; errors name the field (:class:`InvalidInputError`)."""
     user_id = validate_identifier(user_id, "user_id")
     kg_id = validate_identifier(kg_id, "kg_id")
-    query = checked_text(query, "query", max_chars=MAX_QUERY_CHARS, if_blank="is empty; ask something")
+    query = checked_text(query, "query", max_chars=limits.max_query_chars, if_blank="is empty; ask something")
     if isinstance(k, bool) or not isinstance(k, int):
         raise InvalidInputError("k", f"must be an integer, got {type(k).__name__}")
-    if not 1 <= k <= MAX_K:
-        raise InvalidInputError("k", f"must be between 1 and {MAX_K}, got {k}")
+    if not 1 <= k <= limits.max_k:
+        raise InvalidInputError("k", f"must be between 1 and {limits.max_k}, got {k}")
     if session_id is not None:
         checked_text(session_id, "session_id", max_chars=MAX_SESSION_ID_CHARS,
                      if_blank="must be a non-empty string or None")
@@ -329,7 +343,8 @@ class Recaller:
                  graph: GraphSide = DEFAULT_GRAPH_SIDE, time_side: TimeSide = DEFAULT_TIME_SIDE,
                  connections: int = DECLARED_DEFAULTS.recall_connections,
                  lexical_cache_mb: int = DECLARED_DEFAULTS.recall_lexical_cache_mb,
-                 prepared_statements: bool = DECLARED_DEFAULTS.recall_prepared_statements):
+                 prepared_statements: bool = DECLARED_DEFAULTS.recall_prepared_statements,
+                 limits: RecallLimits = DEFAULT_RECALL_LIMITS):
         if not 1 <= connections <= 1000:
             raise ValueError(f"connections must be between 1 and 1000, got {connections}")
         if not 1 <= pool_size <= 1000:
@@ -346,7 +361,7 @@ class Recaller:
         self.classifier = classifier if classifier is not None else shipped_classifier()
         self.pool_size, self.ef_search, self.hubs, self.graph = pool_size, ef_search, hubs, graph
         self.time_side = time_side
-        self.connections, self.prepared_statements = connections, prepared_statements
+        self.connections, self.prepared_statements, self.limits = connections, prepared_statements, limits
         self._pool: ConnectionPool | None = None
         self._lock = threading.Lock()
         self._ranker: RankerFile | None = None
@@ -401,7 +416,8 @@ class Recaller:
                    hubs=HubRule.from_settings(settings), graph=GraphSide.from_settings(settings),
                    time_side=TimeSide.from_settings(settings),
                    connections=settings.recall_connections, lexical_cache_mb=settings.recall_lexical_cache_mb,
-                   prepared_statements=settings.recall_prepared_statements)
+                   prepared_statements=settings.recall_prepared_statements,
+                   limits=RecallLimits.from_settings(settings))
 
     def close(self) -> None:
         with self._lock:
@@ -419,7 +435,7 @@ class Recaller:
     def recall(self, user_id: object, query: object, k: object = 10, session_id: object = None,
                as_of: object = None, kg_id: object = "default", *, question_type: str | None = None,
                remember_query: bool = True) -> RecallResult:
-        request = validate_request(user_id, query, k, session_id, as_of, kg_id)
+        request = validate_request(user_id, query, k, session_id, as_of, kg_id, self.limits)
         if question_type is not None and question_type not in QUESTION_TYPES:
             raise InvalidInputError("question_type", f"must be one of {list(QUESTION_TYPES)}")
         timings: dict[str, float] = {}

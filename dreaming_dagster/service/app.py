@@ -15,9 +15,11 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -25,8 +27,20 @@ from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.memory.inspection import MAX_OFFSET, jsonable
 from dreaming_dagster.service import keys
-from dreaming_dagster.service.limits import RequestBodyGuard, TokenBucket, error_body, recall_limit_error
+from dreaming_dagster.service.limits import PARSED_BODY, RequestBodyGuard, TokenBucket, error_body
 from dreaming_dagster.service.metrics import ServiceMetrics
+from dreaming_dagster.service.shapes import (
+    Forgotten,
+    Health,
+    PairDetail,
+    PairsPage,
+    RecallAnswer,
+    Saved,
+    SubjectDetail,
+    SubjectsAnswer,
+    Synced,
+    UserStats,
+)
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.records import InvalidInputError
@@ -104,8 +118,14 @@ class Service:
                 self.known_keys.popitem(last=False)
 
 
-def authorized(request: Request, authorization: Annotated[str | None, Header()] = None,
-               x_api_key: Annotated[str | None, Header()] = None) -> keys.ApiKey:
+# The two ways a client may send its key, as FastAPI's security schemes (the OpenAPI page lists both). Neither
+# refuses by itself (auto_error off): `authorized` answers a missing key in the service's error shape.
+BEARER = HTTPBearer(auto_error=False, description="`Authorization: Bearer dd_…` (dreaming keys create)")
+API_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False, description="the same key in `X-API-Key`")
+
+
+def authorized(request: Request, bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
+               x_api_key: Annotated[str | None, Depends(API_KEY_HEADER)]) -> keys.ApiKey:
     """The API key of a request (401 without a live one; 429 past its rate). Its tenant scopes the request.
 
     Failed authentications are counted per client address: past a burst the address gets 429 before its key
@@ -113,8 +133,7 @@ def authorized(request: Request, authorization: Annotated[str | None, Header()] 
     still looked up (and a revoked one refused) from a throttled address."""
     service: Service = request.app.state.service
     address = request.client.host if request.client else "unknown"
-    secret = x_api_key or (authorization[7:].strip() if authorization and authorization[:7].lower() == "bearer "
-                           else None)
+    secret = x_api_key or (bearer.credentials.strip() if bearer else None)
     key_hash = keys.secret_hash(secret) if secret else ""
     wait = service.auth_failures.peek(address)
     if wait and not service.knows(key_hash):
@@ -135,6 +154,29 @@ def authorized(request: Request, authorization: Annotated[str | None, Header()] 
                            "for this key", headers={"Retry-After": TokenBucket.retry_after(wait)},
                            retry_after_seconds=round(wait, 3))
     return key
+
+
+class ParsedOnceRequest(Request):
+    """A request whose JSON body RequestBodyGuard has parsed already (strictly): FastAPI reads that value
+    instead of parsing the body a second time."""
+
+    async def json(self) -> Any:
+        state = self.scope.get("state") or {}
+        if PARSED_BODY in state:
+            return state[PARSED_BODY]
+        return await super().json()
+
+
+class ParsedOnceRoute(APIRoute):
+    """The service's routes: each hands FastAPI a :class:`ParsedOnceRequest` (FastAPI's custom route class)."""
+
+    def get_route_handler(self):
+        handle = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            return await handle(ParsedOnceRequest(request.scope, request.receive))
+
+        return handler
 
 
 Key = Annotated[keys.ApiKey, Depends(authorized)]
@@ -172,6 +214,7 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
                   description="Save memory pairs, recall them ranked, dream now. Every /v1 route needs an API key "
                   "(`dreaming keys create --tenant T`), sent as `Authorization: Bearer dd_…`.",
                   lifespan=lifespan)
+    app.router.route_class = ParsedOnceRoute
     app.state.service = Service(settings, database, embedder, recaller, bucket, auth_failures, metrics)
     app.add_middleware(RequestBodyGuard, max_bytes=settings.serve_max_body_bytes,
                        timeout_seconds=settings.serve_body_timeout_seconds)
@@ -207,8 +250,10 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
                         time.perf_counter() - started)
         return response
 
-    @app.post("/v1/pairs", summary="Save memory pairs (a batch; per-record rejections name the field)")
-    def save(body: PairsRequest, key: Key) -> dict:
+    # "sync" appears only when the request asked for one (unset fields are left out).
+    @app.post("/v1/pairs", summary="Save memory pairs (a batch; per-record rejections name the field)",
+              response_model_exclude_unset=True)
+    def save(body: PairsRequest, key: Key) -> Saved:
         from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs
         from dreaming_dagster.pipeline.sync import save_and_sync
 
@@ -230,26 +275,23 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         saved = {"user_id": body.user_id, "inserted": result.inserted, "duplicates": result.duplicates,
                  "rejected": [asdict(r) for r in result.rejected], "embedded": result.embedded,
                  "embedding_pending": result.embedding_pending, "pair_ids": result.pair_ids}
-        return saved | ({"sync": sync_response(synced)} if synced is not None else {})
+        return Saved(**saved, **({"sync": sync_response(synced)} if synced is not None else {}))
 
     @app.post("/v1/recall", summary="The k best memories for a query, with their signals and the model")
-    def recall(body: RecallRequest, key: Key) -> dict:
-        broken = recall_limit_error(body.query, body.k, max_query_chars=settings.serve_max_query_chars,
-                                    max_k=settings.serve_max_k)
-        if broken:
-            raise ServiceError(422, "invalid_input", broken[1], broken[0])
-        return recaller.recall(body.user_id, body.query, body.k, session_id=body.session_id, as_of=body.as_of,
-                               kg_id=key.kg_id).as_dict()
+    def recall(body: RecallRequest, key: Key) -> RecallAnswer:
+        # The recaller's limits (DREAMING_RECALL_MAX_K, _MAX_QUERY_CHARS) refuse naming the field: a 422.
+        return RecallAnswer(**recaller.recall(body.user_id, body.query, body.k, session_id=body.session_id,
+                                              as_of=body.as_of, kg_id=key.kg_id).as_dict())
 
     @app.post("/v1/sync", summary="Dream now: every stage for one user (the fast path)")
-    def sync(body: SyncRequest, key: Key) -> dict:
+    def sync(body: SyncRequest, key: Key) -> Synced:
         from dreaming_dagster.pipeline.sync import sync_user
 
         return sync_response(sync_user(body.user_id, database=database, embedder=embedder, extractor=extractor,
                                        kg_id=key.kg_id, report=body.report))
 
     @app.get("/v1/users/{user_id}/stats", summary="What a user's memory holds in this tenant, and its graph")
-    def stats(user_id: str, key: Key) -> dict:
+    def stats(user_id: str, key: Key) -> UserStats:
         from dreaming_dagster.ingest.embedding import user_stats
         from dreaming_dagster.pipeline import graph_reports
         from dreaming_dagster.storage.records import validate_identifier
@@ -257,41 +299,42 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         validate_identifier(user_id, "user_id")
         memory = user_stats(database, user_id, [key.kg_id])
         graph = graph_reports.graph_report(database, user_id, [key.kg_id])
-        return {"user_id": user_id, "kg_id": key.kg_id, "memory": jsonable(memory[0]) if memory else None,
-                "graph": jsonable(graph[0]) if graph else None}
+        return UserStats(user_id=user_id, kg_id=key.kg_id, memory=jsonable(memory[0]) if memory else None,
+                         graph=jsonable(graph[0]) if graph else None)
 
     @app.get("/v1/users/{user_id}/pairs", summary="A page of a user's pairs, oldest first (by session, time range)")
     def list_user_pairs(user_id: str, key: Key, session_id: str | None = None, since: str | None = None,
                         until: str | None = None, limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                        cursor: str | None = None) -> dict:
+                        cursor: str | None = None) -> PairsPage:
         from dreaming_dagster.memory.inspection import list_pairs
 
-        return list_pairs(user_id, key.kg_id, session_id=session_id, since=since, until=until, limit=limit,
-                          cursor=cursor, database=database).as_dict()
+        return PairsPage(**list_pairs(user_id, key.kg_id, session_id=session_id, since=since, until=until,
+                                      limit=limit, cursor=cursor, database=database).as_dict())
 
     @app.get("/v1/users/{user_id}/pairs/{pair_id}", summary="One pair with its subjects and dated events")
-    def read_user_pair(user_id: str, pair_id: str, key: Key) -> dict:
+    def read_user_pair(user_id: str, pair_id: str, key: Key) -> PairDetail:
         from dreaming_dagster.memory.inspection import read_pair
 
-        return jsonable(found(read_pair(user_id, pair_id, key.kg_id, database=database), "pair", pair_id))
+        return PairDetail(**jsonable(found(read_pair(user_id, pair_id, key.kg_id, database=database), "pair", pair_id)))
 
     @app.get("/v1/users/{user_id}/subjects", summary="A user's subjects, most linked first (search by name)")
     def list_user_subjects(user_id: str, key: Key, search: str | None = None,
                            limit: Annotated[int, Query(ge=1, le=500)] = 50,
                            offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-                           archived: bool = False) -> dict:
+                           archived: bool = False) -> SubjectsAnswer:
         from dreaming_dagster.memory.inspection import list_subjects
 
-        return {"subjects": jsonable(list_subjects(user_id, key.kg_id, search=search, limit=limit, offset=offset,
-                                                   include_archived=archived, database=database))}
+        return SubjectsAnswer(subjects=jsonable(list_subjects(user_id, key.kg_id, search=search, limit=limit,
+                                                              offset=offset, include_archived=archived,
+                                                              database=database)))
 
     @app.get("/v1/users/{user_id}/subjects/{subject_id}", summary="One subject with its most recent pairs")
     def read_user_subject(user_id: str, subject_id: str, key: Key,
-                          pairs: Annotated[int, Query(ge=1, le=500)] = 50) -> dict:
+                          pairs: Annotated[int, Query(ge=1, le=500)] = 50) -> SubjectDetail:
         from dreaming_dagster.memory.inspection import read_subject
 
-        return jsonable(found(read_subject(user_id, subject_id, key.kg_id, pair_limit=pairs, database=database),
-                              "subject", subject_id))
+        return SubjectDetail(**jsonable(found(read_subject(user_id, subject_id, key.kg_id, pair_limit=pairs,
+                                                           database=database), "subject", subject_id)))
 
     @app.get("/v1/users/{user_id}/export", summary="A user's whole memory as JSONL (`dreaming ingest` imports it)",
              response_class=StreamingResponse)
@@ -304,26 +347,27 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
                                  media_type="application/x-ndjson")
 
     @app.delete("/v1/pairs/{pair_id}", summary="Forget one pair and what dreaming derived from it")
-    def forget_pair(pair_id: str, key: Key) -> dict:
+    def forget_pair(pair_id: str, key: Key) -> Forgotten:
         from dreaming_dagster.memory.forgetting import forget_pairs
         from dreaming_dagster.memory.inspection import pair_owner
 
         owner = found(pair_owner(pair_id, key.kg_id, database=database), "pair", pair_id)
-        return forget_pairs(owner, [pair_id], key.kg_id, database=database).as_dict()
+        return Forgotten(**forget_pairs(owner, [pair_id], key.kg_id, database=database).as_dict())
 
     @app.delete("/v1/users/{user_id}/sessions/{session_id}", summary="Forget every pair of one session")
-    def forget_user_session(user_id: str, session_id: str, key: Key) -> dict:
+    def forget_user_session(user_id: str, session_id: str, key: Key) -> Forgotten:
         from dreaming_dagster.memory.forgetting import forget_session
 
-        return forget_session(user_id, session_id, key.kg_id, database=database).as_dict()
+        return Forgotten(**forget_session(user_id, session_id, key.kg_id, database=database).as_dict())
 
     @app.delete("/v1/users/{user_id}", summary="Erase a user: every pair, subject and audit row in this tenant")
-    def erase(user_id: str, key: Key) -> dict:
+    def erase(user_id: str, key: Key) -> Forgotten:
         from dreaming_dagster.memory.forgetting import erase_user
 
-        return erase_user(user_id, key.kg_id, database=database).as_dict()
+        return Forgotten(**erase_user(user_id, key.kg_id, database=database).as_dict())
 
-    @app.get("/healthz", summary="The database answers; the schema version")
+    @app.get("/healthz", summary="The database answers; the schema version", response_model=Health,
+             responses={503: {"description": "the database does not answer"}})
     def healthz() -> Response:
         try:
             with database.connect(vectors=False) as conn:
@@ -348,9 +392,9 @@ def found(value, what: str, identifier: str):
     return value
 
 
-def sync_response(result) -> dict:
+def sync_response(result) -> Synced:
     """A SyncResult as POST /v1/sync and POST /v1/pairs (with sync) return it."""
-    return {"user_id": result.user_id, "seconds": round(result.seconds, 3), "embedding": result.embedding,
+    return Synced(**{"user_id": result.user_id, "seconds": round(result.seconds, 3), "embedding": result.embedding,
             "dating": result.dating, "extraction": result.extraction, "merge": result.merge, "links": result.links,
             "refinement": result.refinement, "graph": [jsonable(r) for r in result.graph],
-            "warnings": result.warnings}
+            "warnings": result.warnings})

@@ -1,6 +1,5 @@
 """Pure pieces of the service: the error shape, token buckets (per key, and per client address for failed
-authentications), the request-body guard (size, time, strict JSON) and the recall limits the HTTP API and the
-MCP tools share."""
+authentications) and the request-body guard (size, time, strict JSON, parsed once)."""
 
 from __future__ import annotations
 
@@ -148,10 +147,16 @@ def strict_json(body: bytes) -> object:
         raise BodyRefused(400, "invalid_body", f"the body is not JSON: {error.msg} at character {error.pos}") from None
 
 
+# Where RequestBodyGuard leaves the parsed body in the request's state (scope["state"]), for the routes to read
+# instead of parsing the body again (service/app.py: ParsedOnceRequest).
+PARSED_BODY = "dreaming_parsed_body"
+
+
 class RequestBodyGuard:
     """ASGI middleware: reads a request's whole body before the app sees it and refuses, in the service's
     error shape, one over ``max_bytes`` (declared or streamed: 413), one not sent within ``timeout_seconds``
-    (408) and one that is not strict JSON (:func:`strict_json`). The app then reads the body as sent."""
+    (408) and one that is not strict JSON (:func:`strict_json`). The app then reads the body as sent, and
+    finds it parsed under PARSED_BODY in the request's state."""
 
     def __init__(self, app, max_bytes: int, timeout_seconds: float):
         self.app, self.max_bytes, self.timeout_seconds = app, max_bytes, timeout_seconds
@@ -162,7 +167,7 @@ class RequestBodyGuard:
         try:
             body = await self._read(scope, receive)
             if body.strip():
-                strict_json(body)
+                scope.setdefault("state", {})[PARSED_BODY] = strict_json(body)
         except BodyRefused as refused:
             return await self._answer(send, refused)
         except _Disconnected:
@@ -215,13 +220,3 @@ class RequestBodyGuard:
 
 class _Disconnected(Exception):
     pass
-
-
-def recall_limit_error(query: str, k: int, *, max_query_chars: int, max_k: int) -> tuple[str, str] | None:
-    """The (field, message) a recall breaks the service's limits with, or None: the HTTP API and the MCP
-    tools answer the same limits."""
-    if len(query) > max_query_chars:
-        return "query", f"at most {max_query_chars} characters"
-    if not 1 <= k <= max_k:
-        return "k", f"must be between 1 and {max_k}"
-    return None

@@ -4,8 +4,9 @@ agent framework uses the memory directly.
 
 The server runs where the agent runs, with the operator's database settings; the tenant (``kg_id``) is
 fixed when it starts (``--kg-id``), so a tool call can name a user but never another tenant. Its limits are
-the HTTP API's (DREAMING_SERVE_MAX_K, DREAMING_SERVE_MAX_QUERY_CHARS), and every line a client sends is
-answered: one that is not a JSON-RPC message gets a JSON-RPC error (:func:`serve_stdio`).
+the recaller's, as over HTTP (DREAMING_RECALL_MAX_K, DREAMING_RECALL_MAX_QUERY_CHARS), its answers have the
+shapes of service/shapes.py, and every line a client sends is answered: one that is not a JSON-RPC
+message gets a JSON-RPC error (:func:`serve_stdio`).
 """
 
 from __future__ import annotations
@@ -21,78 +22,22 @@ import mcp_types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.service.limits import BodyRefused, read_json, read_json_loosely
+from dreaming_dagster.service.shapes import (
+    Browsed,
+    Forgot,
+    Memory,
+    Recalled,
+    Remembered,
+    StoredPair,
+    StoredSubject,
+    TimeUnderstood,
+)
 from dreaming_dagster.storage.database import Database
-
-
-class Remembered(BaseModel):
-    stored: int
-    duplicate: int
-    pair_ids: list[str]
-    subjects_linked: int | None = None  # with dream_now: links the sync made (None: not dreamed yet)
-
-
-class Memory(BaseModel):
-    pair_id: str
-    session_id: str
-    occurred_at: str
-    user_message: str
-    assistant_message: str
-    score: float
-
-
-class TimeUnderstood(BaseModel):
-    """The time the question asks about, as recall read it (no window: the question names no time)."""
-
-    label: str | None = None  # "1–30 April 2023"
-    first_day: str | None = None
-    last_day: str | None = None
-    expression: str | None = None
-    relation: str | None = None
-    order: str | None = None
-    sides: list[str] = []
-
-
-class Recalled(BaseModel):
-    model: str
-    time: TimeUnderstood | None = None
-    memories: list[Memory]
-
-
-class StoredPair(BaseModel):
-    pair_id: str
-    session_id: str
-    occurred_at: str
-    user_message: str
-    assistant_message: str
-    subjects: list[str]
-
-
-class StoredSubject(BaseModel):
-    subject_id: str
-    name: str
-    type: str
-    description: str
-    pairs: int
-
-
-class Browsed(BaseModel):
-    """A page of the user's memory: pairs oldest first (``next_cursor`` continues), or subjects."""
-
-    pairs: list[StoredPair] = []
-    subjects: list[StoredSubject] = []
-    next_cursor: str | None = None
-
-
-class Forgot(BaseModel):
-    pairs: int
-    subjects_deleted: int
-    subjects_rebuilt: int
-    missing: list[str] = []
 
 
 def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, database: Database | None = None,
@@ -101,7 +46,6 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
     from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_pairs
     from dreaming_dagster.pipeline.sync import save_and_sync
     from dreaming_dagster.retrieval.recaller import Recaller
-    from dreaming_dagster.service.limits import recall_limit_error
     from dreaming_dagster.storage.records import InvalidInputError, validate_identifier
 
     kg_id = validate_identifier(kg_id, "kg_id")
@@ -144,16 +88,12 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
     @server.tool()
     def recall(user_id: str, query: str, k: int = 5, session_id: str | None = None) -> Recalled:
         """The ``k`` memories of the user that best answer ``query``, best first, each with its score."""
-        broken = recall_limit_error(query, k, max_query_chars=settings.serve_max_query_chars, max_k=settings.serve_max_k)
-        if broken:
-            raise ToolError(f"field '{broken[0]}': {broken[1]}")
-        try:
+        try:  # the recaller's limits (DREAMING_RECALL_MAX_K, DREAMING_RECALL_MAX_QUERY_CHARS), as over HTTP
             result = recaller.recall(user_id, query, k, session_id=session_id, kg_id=kg_id)
         except InvalidInputError as error:
             raise ToolError(str(error)) from None
         understood = result.time.as_dict()
-        return Recalled(model=result.weights.model, time=TimeUnderstood(**{
-            name: understood[name] for name in TimeUnderstood.model_fields}) if understood else None, memories=[
+        return Recalled(model=result.weights.model, time=TimeUnderstood(**understood) if understood else None, memories=[
             Memory(pair_id=m.pair_id, session_id=m.session_id, occurred_at=m.occurred_at.isoformat(),
                    user_message=m.user_message, assistant_message=m.assistant_message, score=m.score)
             for m in result.memories])
