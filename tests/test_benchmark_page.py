@@ -1,4 +1,5 @@
-"""docs/benchmarks.md is bench/report.py's rendering of the committed results (bench/results/*.json)."""
+"""docs/benchmarks.md and the tables of docs/performance.md are bench/report.py's rendering of the committed
+results (bench/results/*.json)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,5 @@ def test_the_committed_benchmark_page_is_generated_from_the_committed_results():
     page = report.render()
     assert re.search(r"\{[a-z_]+[\[}:]", page) is None
     assert page == (PROJECT_ROOT / "docs" / "benchmarks.md").read_text()
+    performance = (PROJECT_ROOT / "docs" / "performance.md").read_text()
+    assert report.render_performance(performance) == performance

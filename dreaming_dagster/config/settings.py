@@ -110,7 +110,7 @@ class DreamingSettings(BaseSettings):
     recall_max_query_chars: int = Field(default=4000, ge=1, le=10_000)
     """longest recall query: the Python API, HTTP and MCP refuse a longer one, naming query"""
     recall_pool_size: int = Field(default=50, ge=1, le=1000)
-    """candidates drawn by cosine before the eight-signal ranking"""
+    """candidates drawn by cosine before the ranking by the signals"""
     recall_lexical_pool_size: int = Field(default=50, ge=0, le=1000)
     """candidates drawn by BM25 and added to the cosine ones (0: a cosine-only pool)"""
     recall_lexical_seed_postings: int = Field(default=512, ge=0, le=100_000_000)
