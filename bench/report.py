@@ -250,89 +250,16 @@ def _ratio(value: float) -> str:
 
 
 def headline_rows() -> list[tuple[str, str, str, str]]:
-    """(what, command, result, result file) for each headline figure of docs/performance.md."""
+    """(what, command, result, result file) for each headline figure of docs/performance.md, from
+    bench/report_layout.toml's [[headline]] entries."""
     rows = []
-
-    def add(result_name: str, what: str, command: str, build) -> None:
-        result = load(result_name)
+    for spec in tomllib.loads(LAYOUT.read_text())["headline"]:
+        result = load(spec["result"])
         if result is not None:
-            rows.append((what, f"`make bench-{command}`", build(result), f"`{result_name}.json`"))
-
-    add("ingest", "save with inline embedding, {pairs:,} LongMemEval pairs ({tokens_per_pair_mean:.0f} tokens mean)", "ingest",
-        lambda r: f"**{r['ingest_embed']['pairs_per_s']} pairs/s**; {r['embedding_share_of_ingest']:.0%} of it is the embedding")
-    add("ingest", "save with the embedding deferred, then the embedding pass", "ingest",
-        lambda r: f"{r['ingest_only']['pairs_per_s']:,} pairs/s; then {r['embed_pending']['pairs_per_s']} pairs/s")
-    add("embedding_batches", "embed one pair's two turns (local MiniLM in ONNX Runtime, the default)", "embedding-batches",
-        lambda r: (f"**{r['one_pair_at_a_time']['p50_ms']['length_batches_onnx']} ms** (PyTorch "
-                   f"{r['one_pair_at_a_time']['p50_ms']['length_batches_torch']} ms; the unfused export "
-                   f"{r['one_pair_at_a_time']['p50_ms']['length_batches_onnx_unfused']} ms)"))
-    add("dreaming", "dream {throughput[pairs]:,} embedded pairs from scratch (offline providers, every stage)", "dreaming",
-        lambda r: (f"**{r['throughput']['pairs_per_s']} pairs/s**; {_ratio(r['throughput']['with_to_without_dating'])} "
-                   "the same without the dating stage, taking turns"))
-    add("dreaming", "fast path: save one pair and dream it (`save_and_sync`), {fast_path[background_pairs]:,}-pair user",
-        "dreaming", lambda r: f"**p50 {r['fast_path']['p50_s_median']:.3f} s**, p95 {r['fast_path']['p95_s_median']:.3f} s")
-    add("extraction_workers", "dream {pairs:,} pairs: two worker processes kept / started per sync / none",
-        "extraction-workers", lambda r: (
-            f"{r['variants']['2 workers kept']['median_s']} s / {r['variants']['2 workers started per sync']['median_s']} s"
-            f" / {r['variants']['in process']['median_s']} s ({_ratio(r['variants']['2 workers kept']['time_vs_in_process'])}"
-            f" / {_ratio(r['variants']['2 workers started per sync']['time_vs_in_process'])})"))
-    add("stages", "where a {pairs}-pair sync goes", "stages", lambda r: (
-        f"{r['sync_profile']['seconds']} s: extraction {r['sync_profile']['extraction_share']:.0%}, Postgres "
-        f"{r['sync_profile']['postgres_share']:.0%}, MiniLM {r['sync_profile']['embedding_share']:.0%}"))
-    add("sensor", "`pending_pairs_sensor`, {users:,} users, {users_with_pending_work:,} with pending work", "sensor",
-        lambda r: f"query **{r['query_wall_ms_median']:.1f} ms**; whole evaluation {r['sensor_evaluation_ms_median']} ms")
-    add("recall", "hybrid recall statement (vector + BM25 pools, nine signals), {data[heavy_user_pairs]:,}-pair user",
-        "recall", lambda r: (f"**p50 {r['latency_heavy_user']['hybrid']['p50_ms']:.1f} ms, p99 "
-                             f"{r['latency_heavy_user']['hybrid']['p99_ms']:.1f} ms** "
-                             f"({_ratio(r['latency_heavy_user']['ratio_hybrid_to_composite_p50'])} the cosine-only statement)"))
-    add("recall", "the same with the graph side, as `recall()` runs it for a question naming no time", "recall",
-        lambda r: f"p50 {r['latency_heavy_user']['served']['p50_ms']:.1f} ms, p99 {r['latency_heavy_user']['served']['p99_ms']:.1f} ms")
-    add("recall", "the same for a question naming a month (time_fit and the time-window side)", "recall", lambda r: (
-        f"p50 {r['latency_heavy_user']['served_month_window']['p50_ms']:.1f} ms, p99 "
-        f"{r['latency_heavy_user']['served_month_window']['p99_ms']:.1f} ms "
-        f"({_ratio(r['latency_heavy_user']['ratio_served_month_window_to_served_p50'])} at p50)"))
-    add("recall", "`recall()` end to end (question embedded, profile, model, statement)", "recall",
-        lambda r: f"p50 {r['recall_end_to_end']['recall']['p50_ms']:.1f} ms")
-    add("serve", "HTTP service, 90% recall / 10% save, 100,000-pair user, 1 / 8 clients", "serve", lambda r: (
-        f"{r['cells']['u100000 · http · 1']['requests_per_s']} / {r['cells']['u100000 · http · 8']['requests_per_s']} "
-        f"requests/s; recall p50 {r['cells']['u100000 · http · 1']['recall']['p50_ms']:.1f} / "
-        f"{r['cells']['u100000 · http · 8']['recall']['p50_ms']:.1f} ms"))
-    add("longmemeval_oracle_one_user", "retrieval quality, LongMemEval oracle, validation questions", "longmemeval",
-        lambda r: (lambda v: f"v4 Recall@10 **{v['v4']['recall@10']:.3f}** (BM25 {v['bm25']['recall@10']:.3f}, cosine "
-                             f"{v['cosine']['recall@10']:.3f}); NDCG@10 {v['v4']['ndcg@10']:.3f}")(
-            r["evaluation"]["overall"]["validation"]))
-    add("graph", "what the graph adds to the ranker (same run, with vs without)", "graph", lambda r: (
-        f"Recall@10 {r['ablation']['entities']['with graph']['v3']['recall@10']:.3f} vs "
-        f"{r['ablation']['entities']['without graph']['v3']['recall@10']:.3f}"))
-    add("time", "what time adds to the ranker (same run, with vs without): validation questions / those naming a time",
-        "time", lambda r: (lambda c: (
-            f"Recall@10 {c['all questions']['recall@10 with time']['v4']:.3f} vs "
-            f"{c['all questions']['recall@10 without time']['v4']:.3f} / **"
-            f"{c['with a time expression']['recall@10 with time']['v4']:.3f} vs "
-            f"{c['with a time expression']['recall@10 without time']['v4']:.3f}**"))(r["comparison"]["validation"]))
-    add("time", "reading time: labelled expressions; a question's window", "time", lambda r: (
-        f"{r['resolvers']['this project' + chr(39) + 's grammar']['accuracy']:.0%} right (dateparser "
-        f"{r['resolvers']['dateparser']['accuracy']:.1%}, parsedatetime {r['resolvers']['parsedatetime']['accuracy']:.1%});"
-        f" p50 **{r['question_parsing']['p50_ms']} ms**"))
-    add("llm_cost", "LLM tokens per 1,000 pairs (extraction + refinement)", "llm-cost", lambda r: (
-        f"{r['per_1000_pairs']['input_tokens'] / 1e6:.2f} M in, {r['per_1000_pairs']['output_tokens'] / 1e6:.2f} M out"))
-    add("service_faults", "kill -9 mid-sync, then restart on the same port", "service-faults", lambda r: (
-        f"{r['kill_mid_sync']['processes_alive_10_s_after']} processes left; `/healthz` in "
-        f"{r['kill_mid_sync']['restart_to_healthz_s']} s; {r['kill_mid_sync']['pending_after_next_sync']} pairs pending after"))
-    add("service_faults", "{wrong_keys[requests]:,} wrong API keys from one address", "service-faults", lambda r: (
-        f"{r['wrong_keys']['answered_429_after_burst']:,} of {r['wrong_keys']['after_burst']:,} after the burst "
-        f"answered 429; {r['wrong_keys']['database_transactions']} transactions"))
-    add("forget", "forget one pair of a dreamed user, at random", "forget",
-        lambda r: f"**p50 {r['forget_pair_ms']['p50']} ms**, p95 {r['forget_pair_ms']['p95']} ms")
-    add("forget", "erase that user (pairs, subjects, links, word index, audit)", "forget",
-        lambda r: f"**p50 {r['erase_seconds']['p50']} s**, max {r['erase_seconds']['max']} s")
-    add("reliability", "kill -9 mid-sync, concurrent savers, cross-tenant recalls", "reliability", lambda r: (
-        f"{r['kill_9_mid_sync']['lost_pairs']} lost, {r['concurrent_savers']['rows'] - r['concurrent_savers']['distinct']}"
-        f" duplicates, {r['cross_tenant_recalls']['leaks']} leaks in {r['cross_tenant_recalls']['memories_returned']:,}"
-        " memories"))
-    # The "what" column may name the result's own sizes ({pairs:,}).
-    return [(what.format_map(load(file.strip("`").removesuffix(".json")) or {}), command, result, file)
-            for what, command, result, file in rows]
+            bench = spec.get("bench", spec["result"]).replace("_", "-")
+            rows.append((spec["what"].format_map(result), f"`make bench-{bench}`", spec["figure"].format_map(result),
+                         f"`{spec['result']}.json`"))
+    return rows
 
 
 def tuning_rows() -> list[tuple[str, str, str]]:

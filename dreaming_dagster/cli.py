@@ -423,28 +423,28 @@ def inspect_pairs(user_id, kg_id, session_id, since, until, limit, cursor, as_js
         click.echo(f"next page: --cursor {page.next_cursor}")
 
 
-@inspect.command("pair")
-@click.argument("pair_id")
-@click.option("--user", "user_id", required=True)
-@click.option("--kg-id", default="default", show_default=True)
-def inspect_pair(pair_id, user_id, kg_id) -> None:
-    """One of USER's pairs with its subjects and dated events (JSON)."""
-    from dreaming_dagster.memory.inspection import read_pair
+def _show_one(what: str, reader: str, help_text: str) -> None:
+    """`dreaming inspect <what> ID --user U`: ``memory.inspection.<reader>(user, ID, kg)`` as JSON, or an error
+    naming what USER's graph does not hold."""
 
-    _print_one(read_pair, "pair", pair_id, user_id, kg_id)
+    @inspect.command(what, help=help_text)
+    @click.argument("identifier", metavar=f"{what.upper()}_ID")
+    @click.option("--user", "user_id", required=True)
+    @click.option("--kg-id", default="default", show_default=True)
+    def show(identifier, user_id, kg_id) -> None:
+        from dreaming_dagster.memory import inspection
+
+        try:
+            found = getattr(inspection, reader)(user_id, identifier, kg_id)
+        except InvalidInputError as exc:
+            _fail(str(exc))
+        if found is None:
+            _fail(f"{user_id}/{kg_id} holds no {what} {identifier}")
+        click.echo(json.dumps(inspection.jsonable(found), indent=2, ensure_ascii=False))
 
 
-def _print_one(read: Callable, what: str, identifier: str, user_id: str, kg_id: str) -> None:
-    """``read(user_id, identifier, kg_id)`` as JSON, or an error naming what USER's graph does not hold."""
-    from dreaming_dagster.memory.inspection import jsonable
-
-    try:
-        found = read(user_id, identifier, kg_id)
-    except InvalidInputError as exc:
-        _fail(str(exc))
-    if found is None:
-        _fail(f"{user_id}/{kg_id} holds no {what} {identifier}")
-    click.echo(json.dumps(jsonable(found), indent=2, ensure_ascii=False))
+_show_one("pair", "read_pair", "One of USER's pairs with its subjects and dated events (JSON).")
+_show_one("subject", "read_subject", "One of USER's subjects with its most recent pairs (JSON).")
 
 
 @inspect.command("subjects")
@@ -466,17 +466,6 @@ def inspect_subjects(user_id, kg_id, search, limit, include_archived, as_json) -
         "subject": lambda r: r["subject_id"], "name": lambda r: r["name"], "type": lambda r: r["type"],
         "pairs": lambda r: r["pairs"], "description": lambda r: _short(r["description"], 50),
         "state": lambda r: "archived" if r["archived_at"] else ("hub" if r["hub"] else "")})
-
-
-@inspect.command("subject")
-@click.argument("subject_id")
-@click.option("--user", "user_id", required=True)
-@click.option("--kg-id", default="default", show_default=True)
-def inspect_subject(subject_id, user_id, kg_id) -> None:
-    """One of USER's subjects with its most recent pairs (JSON)."""
-    from dreaming_dagster.memory.inspection import read_subject
-
-    _print_one(read_subject, "subject", subject_id, user_id, kg_id)
 
 
 @main.command()

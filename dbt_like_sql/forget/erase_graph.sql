@@ -11,23 +11,10 @@ forward AS (
     DELETE FROM pair_words w USING memory_pairs p
     WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND w.pair_id = p.id
 ),
-vocabulary AS (
-    DELETE FROM user_lexemes WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
-),
-corpus AS (
-    DELETE FROM lexical_corpora WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
-),
-passes AS (
-    DELETE FROM dreaming_passes WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
-),
-state AS (
-    DELETE FROM dreaming_state WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
-),
-profile AS (
-    DELETE FROM recall_profiles WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
-),
-synced AS (
-    DELETE FROM fast_path_syncs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s
+-- The vocabulary and statistics, the audit, state, profile and fast-path record (migration 0029).
+keyed AS (
+    SELECT erase_graph_state(%(user_id)s, %(kg_id)s) AS rows
 )
 SELECT (SELECT count(*) FROM subjects WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s) AS subjects,
-       (SELECT count(*) FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s) AS pairs;
+       (SELECT count(*) FROM memory_pairs WHERE user_id = %(user_id)s AND kg_id = %(kg_id)s) AS pairs,
+       (SELECT rows FROM keyed) AS state_rows;

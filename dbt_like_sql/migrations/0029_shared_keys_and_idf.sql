@@ -50,3 +50,24 @@ AS $$
     JOIN lexical_corpora c ON c.user_id = for_user AND c.kg_id = for_kg AND c.pair_count > 0
     WHERE u.pair_count > 0
 $$;
+
+-- erase_graph_state: delete one user's graph from the tables keyed by (user_id, kg_id) alone that no other
+-- row refers to: the word statistics, the dream's audit and state, recall's profile, the fast-path record
+-- (forget/erase_graph.sql). Returns how many rows went.
+CREATE OR REPLACE FUNCTION erase_graph_state(for_user text, for_kg text)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    keyed text;
+    gone bigint;
+    total bigint := 0;
+BEGIN
+    FOREACH keyed IN ARRAY ARRAY['user_lexemes', 'lexical_corpora', 'dreaming_passes', 'dreaming_state',
+                                 'recall_profiles', 'fast_path_syncs'] LOOP
+        EXECUTE format('DELETE FROM %I WHERE user_id = $1 AND kg_id = $2', keyed) USING for_user, for_kg;
+        GET DIAGNOSTICS gone = ROW_COUNT;
+        total := total + gone;
+    END LOOP;
+    RETURN total;
+END;
+$$;

@@ -100,6 +100,13 @@ class LexicalPruning:
 DEFAULT_LEXICAL_PRUNING = LexicalPruning()
 
 
+def _within(what: str, **values: tuple[int, int, int]) -> None:
+    """Refuse, naming ``what`` and the field, any ``name=(value, low, high)`` outside its range."""
+    for name, (value, low, high) in values.items():
+        if not low <= value <= high:
+            raise ValueError(f"{what}: {name} must be between {low} and {high}, got {value}")
+
+
 @dataclass(frozen=True)
 class GraphSide:
     """The graph's share of the candidate pool: up to ``pool_size`` pairs linked to the ``subjects``
@@ -109,14 +116,7 @@ class GraphSide:
     subjects: int = DECLARED_DEFAULTS.recall_graph_subjects
 
     def __post_init__(self) -> None:
-        if not 0 <= self.pool_size <= 1000:
-            raise ValueError(f"graph side: pool_size must be between 0 and 1000, got {self.pool_size}")
-        if not 1 <= self.subjects <= 1000:
-            raise ValueError(f"graph side: subjects must be between 1 and 1000, got {self.subjects}")
-
-    @classmethod
-    def from_settings(cls, settings: DreamingSettings) -> GraphSide:
-        return cls(pool_size=settings.recall_graph_pool_size, subjects=settings.recall_graph_subjects)
+        _within("graph side", pool_size=(self.pool_size, 0, 1000), subjects=(self.subjects, 1, 1000))
 
 
 NO_GRAPH_SIDE = GraphSide(pool_size=0)
@@ -133,14 +133,7 @@ class TimeSide:
     scan_limit: int = DECLARED_DEFAULTS.recall_time_scan_limit
 
     def __post_init__(self) -> None:
-        if not 0 <= self.pool_size <= 1000:
-            raise ValueError(f"time side: pool_size must be between 0 and 1000, got {self.pool_size}")
-        if not 1 <= self.scan_limit <= 1_000_000:
-            raise ValueError(f"time side: scan_limit must be between 1 and 1000000, got {self.scan_limit}")
-
-    @classmethod
-    def from_settings(cls, settings: DreamingSettings) -> TimeSide:
-        return cls(pool_size=settings.recall_time_pool_size, scan_limit=settings.recall_time_scan_limit)
+        _within("time side", pool_size=(self.pool_size, 0, 1000), scan_limit=(self.scan_limit, 1, 1_000_000))
 
 
 NO_TIME_SIDE = TimeSide(pool_size=0)
@@ -413,8 +406,10 @@ class Recaller:
         return cls(database, embedder, ranker_path=settings.resolved_ranker_path, pool_size=settings.recall_pool_size,
                    lexical_pool_size=settings.recall_lexical_pool_size,
                    lexical_pruning=LexicalPruning.from_settings(settings), ef_search=settings.recall_ef_search,
-                   hubs=HubRule.from_settings(settings), graph=GraphSide.from_settings(settings),
-                   time_side=TimeSide.from_settings(settings),
+                   hubs=HubRule.from_settings(settings), graph=GraphSide(pool_size=settings.recall_graph_pool_size,
+                                                                      subjects=settings.recall_graph_subjects),
+                   time_side=TimeSide(pool_size=settings.recall_time_pool_size,
+                                      scan_limit=settings.recall_time_scan_limit),
                    connections=settings.recall_connections, lexical_cache_mb=settings.recall_lexical_cache_mb,
                    prepared_statements=settings.recall_prepared_statements,
                    limits=RecallLimits.from_settings(settings))
