@@ -22,7 +22,7 @@ from dreaming_dagster.retrieval.ranker import (
     load_ranker,
     save_ranker,
 )
-from dreaming_dagster.retrieval.recaller import Recaller, composite_parameters, composite_rows
+from dreaming_dagster.retrieval.recaller import Recaller, RecallLimits, composite_parameters, composite_rows
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, combined_score
 from dreaming_dagster.storage.records import InvalidInputError
 from tests.bench_smoke import bench_module
@@ -247,7 +247,7 @@ def crowd(pg_admin_url):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # (Queries Postgres cannot hold are refused before any read: tests/test_fuzz.py covers those.)
 @given(user=st.integers(0, 13), query=st.text(min_size=1, max_size=30).filter(lambda q: q.strip() and "\x00" not in q),
-       k=st.integers(1, 200), session=st.sampled_from([None, "s0", "s1", "s3"]),
+       k=st.integers(1, RecallLimits().max_k), session=st.sampled_from([None, "s0", "s1", "s3"]),
        as_of_days=st.one_of(st.none(), st.integers(0, 70)))
 def test_recall_never_returns_another_users_memory(crowd, user, query, k, session, as_of_days):
     database, users = crowd
