@@ -141,8 +141,8 @@ def test_a_server_killed_mid_sync_leaves_nothing_behind_and_restarts_on_its_port
     assert served.postmaster_pid() == postmaster and psutil.pid_exists(postmaster)
     assert httpx.get(f"{served.url}/healthz", timeout=5).status_code == 200
 
-    thread, answer = sync_in_background(served, headers, big_save(600))
-    # Mid-sync, with the extraction's worker processes parsing (a batch of 400 goes to two of them).
+    thread, answer = sync_in_background(served, headers, big_save(300))
+    # Mid-sync, with the extraction's worker processes parsing (a batch of 300 goes to two of them).
     wait_for(lambda: served.graph_lock_held() and len(psutil.Process(first.pid).children()) >= 2, 90,
              "the sync to hold the user's graph lock with its extraction workers started")
     family = [first.pid] + [child.pid for child in psutil.Process(first.pid).children(recursive=True)]
@@ -165,10 +165,10 @@ def test_a_server_killed_mid_sync_leaves_nothing_behind_and_restarts_on_its_port
         assert not [w for w in synced.json()["warnings"] if any(word in w for word in broken)], synced.text
         memory = httpx.get(f"{served.url}/v1/users/alice/stats", headers=headers, timeout=30).json()["memory"]
         assert memory["pending_embedding"] == memory["pending_extraction"] == 0
-        assert memory["pairs"] == 600  # saved before the sync began: the kill cost none of it
+        assert memory["pairs"] == 300  # saved before the sync began: the kill cost none of it
         # SIGTERM while a sync outlasts the grace period (1 s): the server and all of it end, the client is
         # answered (the connection closes) instead of waiting for its own timeout.
-        thread, answer = sync_in_background(served, headers, big_save(600, offset=1000))
+        thread, answer = sync_in_background(served, headers, big_save(300, offset=1000))
         wait_for(served.graph_lock_held, 90, "the second sync to hold the graph lock")
         family = [restarted.pid] + [c.pid for c in psutil.Process(restarted.pid).children(recursive=True)]
         signalled = time.monotonic()
