@@ -1,12 +1,14 @@
 """recall(): the best memories for a query, ranked by the nine signals with the weights a model chose.
 
 One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool (the top pairs by
-cosine and the top pairs by BM25 over the user's lexical index), computes every signal, scores and orders;
-it also records the user's last-query time. The BM25 top is found in this process from the query words'
-postings it holds (``lexical_postings.py``: one small statement reads their versions first) and handed to
-that statement, which finds the same pairs itself when no postings are held (``as_of``, a cache of 0 MB). With a trained model loaded, one
-small statement before it reads the model's per-user inputs (``retrieval/user_profile``), then the model
-runs (well under a millisecond). With no model the ranking is pure cosine and the profile is skipped.
+cosine, the BM25 top it is given, pairs through the graph and from the question's time window), computes
+every signal, scores and orders; it also records the user's last-query time. The BM25 top is found in this
+process from the query words' postings it holds (``lexical_postings.py``: one small statement reads their
+versions first), or, when no postings are held (``as_of``, a cache of 0 MB), by
+``retrieval/exact_lexical_top_k`` from the word index: the same pairs either way. With a trained model
+loaded, one small statement before it reads the model's per-user inputs (``retrieval/user_profile``), then
+the model runs (well under a millisecond). With no model the ranking is pure cosine and the profile is
+skipped.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ DEFAULT_RECALL_LIMITS = RecallLimits()
 
 @dataclass(frozen=True)
 class LexicalPruning:
-    """How the lexical pool (retrieval/composite_ranking.sql) reads the word index: a first round reads the
+    """How exact_lexical_top_k.sql reads the word index for the lexical pool: a first round reads the
     ``seed_postings`` best-bounded postings of the query's words to set the bar (the pool-size-th best sum
     read); the rest of the index is read only where a pair could still reach it. The pool is the exact BM25
     top whatever the value; it sets the speed. 0 reads every posting (the reference tests compare with)."""
