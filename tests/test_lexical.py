@@ -267,8 +267,7 @@ def test_the_lexical_pool_is_the_exact_bm25_top_whatever_the_first_round_reads(d
                               "FROM word_blocks b JOIN user_lexemes u ON u.id = b.lexeme_id "
                               "WHERE u.user_id = 'gil'").fetchone()
     assert blocks["sorted"] > 10 and blocks["every"] > blocks["sorted"]
-    rules = [LexicalPruning(seed_postings=0), LexicalPruning(seed_postings=1), LexicalPruning(seed_postings=200),
-             LexicalPruning()]
+    rules = [LexicalPruning(seed_postings=0), LexicalPruning(seed_postings=1), LexicalPruning()]
     for query in QUERIES:
         for k in (1, 10, 40):
             expected = exact_top(database, "gil", query, k)

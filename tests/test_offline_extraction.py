@@ -76,35 +76,33 @@ def test_the_same_pair_gives_the_same_subjects_alone_in_any_batch_and_from_a_fre
 
 
 @pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
-def test_worker_processes_give_the_same_subjects_as_one_process():
-    from dreaming_dagster.ingest.readers import iter_longmemeval_questions
-
-    pairs = []
-    for question in list(iter_longmemeval_questions(ORACLE))[:20]:
-        for session in question["haystack_sessions"]:
-            pairs += [(a["content"], b["content"]) for a, b in zip(session[::2], session[1::2], strict=False)]
-    pairs = pairs[:OfflineExtractor.PARALLEL_MIN_PAIRS + 10]
-    assert len(pairs) > OfflineExtractor.PARALLEL_MIN_PAIRS  # large enough to use the workers
-    one = [e.model_dump() for e in OfflineExtractor(processes=1).extract_many(pairs)]
-    two = [e.model_dump() for e in OfflineExtractor(processes=2).extract_many(pairs)]
-    assert one == two
-    subjects = [s["name"] for e in one for s in e["subjects"]]
-    assert subjects and not any(is_generic(name) for name in subjects)
-
-
-def test_the_worker_processes_are_kept_between_batches_and_replaced_when_one_dies():
+def test_worker_processes_read_as_one_process_are_kept_and_replaced_when_one_dies():
     import os
     import pickle
     import signal
     import time
 
+    from dreaming_dagster.ingest.readers import iter_longmemeval_questions
+
+    oracle = []
+    for question in list(iter_longmemeval_questions(ORACLE))[:20]:
+        for session in question["haystack_sessions"]:
+            oracle += [(a["content"], b["content"]) for a, b in zip(session[::2], session[1::2], strict=False)]
+    oracle = oracle[:OfflineExtractor.PARALLEL_MIN_PAIRS + 10]
+    assert len(oracle) > OfflineExtractor.PARALLEL_MIN_PAIRS  # large enough to use the workers
     pairs = [(f"My friend number {n} moved to Lisbon with Dana.", "Lisbon is lovely in spring.")
              for n in range(OfflineExtractor.PARALLEL_MIN_PAIRS)]
     extractor = OfflineExtractor(processes=2)
     expected = [e.model_dump() for e in OfflineExtractor().extract_many(pairs)]
     try:
-        assert [e.model_dump() for e in extractor.extract_many(pairs)] == expected
+        # The workers give what one process gives, on real conversations.
+        one = [e.model_dump() for e in OfflineExtractor(processes=1).extract_many(oracle)]
+        assert [e.model_dump() for e in extractor.extract_many(oracle)] == one
+        subjects = [s["name"] for e in one for s in e["subjects"]]
+        assert subjects and not any(is_generic(name) for name in subjects)
         first = set(extractor._workers._processes)
+        # Kept: the same workers read the next batches.
+        assert [e.model_dump() for e in extractor.extract_many(pairs)] == expected
         assert len(first) == 2 and [e.model_dump() for e in extractor.extract_many(pairs)] == expected
         assert set(extractor._workers._processes) == first  # the same workers read the second batch
         os.kill(next(iter(first)), signal.SIGKILL)  # a worker dies between batches
