@@ -440,3 +440,18 @@ def test_migration_0018_stores_forward_rows_uncompressed(database_url, monkeypat
     for query in ("w7x garden", "w9x w300x", "garden piano meadow"):
         assert served_top(database, "jo", query, 3, LexicalPruning()) == pytest.approx(
             exact_top(database, "jo", query, 3), rel=1e-9)
+
+
+def test_the_word_index_lock_functions_name_the_lock_the_index_writer_takes(database):
+    """lexical_index_apply (migrations 0011, 0017) takes its lock by literal numbers; word_index_lock_class and
+    word_index_lock_bucket (migration 0029, what an erasure takes) must name that same lock."""
+    database.ensure_schema(HashEmbedder.spec)
+    with database.connect() as conn:
+        writer = conn.execute("SELECT pg_get_functiondef('lexical_index_apply'::regproc) AS body").fetchone()["body"]
+        lock_class = conn.execute("SELECT word_index_lock_class() AS n").fetchone()["n"]
+        buckets = conn.execute(
+            "SELECT word_index_lock_bucket(u, k) AS named, (hashtextextended(u || '/' || k, 0) & 255)::int AS taken "
+            "FROM (VALUES ('alice', 'default'), ('bob', 'acme'), ('ünï', 'x')) AS v (u, k)").fetchall()
+    assert f"pg_advisory_xact_lock({lock_class}, bucket)" in writer
+    assert "(hashtextextended(p.user_id || '/' || p.kg_id, 0) & 255)::int AS bucket" in writer
+    assert all(row["named"] == row["taken"] for row in buckets)
