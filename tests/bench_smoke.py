@@ -4,18 +4,18 @@ person who runs the bench. Results go to a temporary file, never over the commit
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from tests.conftest import PROJECT_ROOT
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from tests.conftest import PROJECT_ROOT, remembering
 
 BENCH = PROJECT_ROOT / "bench"
+# One memory of vectors for every smoke run of this process: the oracle slices the benches read overlap.
+REMEMBERING_EMBED = remembering(LocalMiniLMEmbedder.embed)
 
 
 def bench_module(name: str):
@@ -28,35 +28,11 @@ def bench_module(name: str):
     return module
 
 
-# The local model's vectors of the texts the smoke runs embedded in this process, by runtime and text: the
-# benches read overlapping slices of the oracle, and the model itself is tested in tests/test_embeddings.py
-# and tests/test_onnx_encoder.py. The first sight of a text still runs the real model.
-_REMEMBERED: dict[tuple[str, str], np.ndarray] = {}
-
-
-def remembering_embed(embed):
-    @functools.wraps(embed)
-    def remembered(self, texts):
-        texts = list(texts)
-        new = list(dict.fromkeys(t for t in texts if (self.runtime, t) not in _REMEMBERED))
-        if new:
-            for text, vector in zip(new, embed(self, new), strict=True):
-                _REMEMBERED[(self.runtime, text)] = vector
-        if self.runtime_used is None:
-            self.runtime_used = self.runtime
-        return (np.stack([_REMEMBERED[(self.runtime, t)] for t in texts]) if texts
-                else np.zeros((0, self.spec.dimension), dtype=np.float32))
-
-    return remembered
-
-
 def run_bench(name: str, *argv: str, out: Path | None = None, remember_vectors: bool = True) -> dict:
     """``bench/<name>.py`` with ``argv`` (and ``--out`` when given); returns the result it wrote.
     ``remember_vectors`` False: every embedding runs the model (a bench timing the model itself)."""
     module = bench_module(name)
     import torch
-
-    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 
     # One core for the bench's model and parser: the other is the other test worker's.
     saved_argv, saved_threads = sys.argv, torch.get_num_threads()
@@ -66,7 +42,7 @@ def run_bench(name: str, *argv: str, out: Path | None = None, remember_vectors: 
     torch.set_num_threads(1)
     embed = LocalMiniLMEmbedder.embed
     if remember_vectors:
-        LocalMiniLMEmbedder.embed = remembering_embed(embed)
+        LocalMiniLMEmbedder.embed = REMEMBERING_EMBED
     try:
         module.main()
     finally:

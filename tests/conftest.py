@@ -4,9 +4,11 @@ server for the openai provider path."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -144,28 +146,37 @@ def database(database_url, migrated_templates) -> Database:
     return ScratchDatabase(database_url, migrated_templates)
 
 
-class RememberingEmbedder(LocalMiniLMEmbedder):
-    """The real local model, each text embedded once per test process: the tests ingest the same oracle
-    slices again and again. The model itself is tested with a plain LocalMiniLMEmbedder
-    (tests/test_embeddings.py, tests/test_onnx_encoder.py)."""
+def remembering(embed: Callable) -> Callable:
+    """``embed`` (LocalMiniLMEmbedder.embed) running the model only for texts this process has not embedded
+    with the same runtime: the tests and the bench smoke runs ingest the same oracle slices again and again.
+    The model itself is tested with a plain LocalMiniLMEmbedder (tests/test_embeddings.py,
+    tests/test_onnx_encoder.py)."""
+    vectors: dict[tuple[str, str], np.ndarray] = {}
+    lock = threading.Lock()
 
-    def __init__(self, batch_size: int):
-        super().__init__(batch_size=batch_size)
-        self._vectors: dict[str, np.ndarray] = {}
-        self._remember_lock = threading.Lock()
-
-    def embed(self, texts):
+    @functools.wraps(embed)
+    def remembered(self, texts):
         texts = list(texts)
-        with self._remember_lock:
-            new = list(dict.fromkeys(text for text in texts if text not in self._vectors))
+        with lock:
+            new = list(dict.fromkeys(text for text in texts if (self.runtime, text) not in vectors))
         if new:
-            vectors = super().embed(new)
-            with self._remember_lock:
-                self._vectors.update(zip(new, vectors, strict=True))
+            found = embed(self, new)
+            with lock:
+                vectors.update(((self.runtime, text), vector) for text, vector in zip(new, found, strict=True))
+        if self.runtime_used is None:  # what a caller reads after an embed, also when nothing ran
+            self.runtime_used = self.runtime
         if not texts:
             return np.zeros((0, self.spec.dimension), dtype=np.float32)
-        with self._remember_lock:
-            return np.stack([self._vectors[text] for text in texts])
+        with lock:
+            return np.stack([vectors[(self.runtime, text)] for text in texts])
+
+    return remembered
+
+
+class RememberingEmbedder(LocalMiniLMEmbedder):
+    """The real local model, each text embedded once per test process (:func:`remembering`)."""
+
+    embed = remembering(LocalMiniLMEmbedder.embed)
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ Nothing heavy is imported here: the dreaming pipeline imports :mod:`.profiles` w
 from __future__ import annotations
 
 from datetime import datetime
+from operator import methodcaller
 from typing import TYPE_CHECKING
 
 from dreaming_dagster.config import runtime
@@ -14,11 +15,7 @@ if TYPE_CHECKING:
     from dreaming_dagster.retrieval.recaller import Recaller, RecallResult
 
 
-def _close(recaller: Recaller) -> None:
-    recaller.close()
-
-
-@runtime.cache(close=_close)
+@runtime.cache(close=methodcaller("close"))
 def default_recaller() -> Recaller:
     """The process's recaller over the default database, embedder and settings (built once)."""
     from dreaming_dagster.retrieval.recaller import Recaller

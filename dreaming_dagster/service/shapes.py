@@ -166,7 +166,7 @@ class PairState(BaseModel):
     linked: bool
 
 
-class ListedPair(StoredPair, PairState):
+class ListedPair(PairState, StoredPair):
     pass
 
 
@@ -193,7 +193,7 @@ class PairTime(BaseModel):
     source: str
 
 
-class PairDetail(PairText, PairState):
+class PairDetail(PairState, PairText):
     summary: str | None
     extraction_attempts: int | None
     extraction_error: str | None
