@@ -120,17 +120,18 @@ def without_graph(pools: Pools) -> Pools:
 
 def v3_metrics(pools: Pools, args, embedding_model: str) -> dict:
     data = TrainingData.from_pools(pools.questions, pools.candidates)
-    report = fit_rankers(data, embedding_model=embedding_model, seed=args.seed, epochs=args.epochs, log=lambda _: None)
+    report = fit_rankers(data, embedding_model=embedding_model, seed=args.seed, epochs=args.epochs, ablations=False,
+                         log=lambda _: None)
     position = {q: i for i, q in enumerate(data.question_ids)}
     models = {version: outcome.model for version, outcome in report.outcomes.items() if version in ("v3",)}
-    evaluation = evaluate(data, models, predicted_features=data.features(
-        [report.predicted_types[q] for q in data.question_ids]), gold_features=data.features(data.ranker_types),
-        splits={"validation": [position[q] for q in report.validation_ids]}, gold_type_versions=[])
+    evaluation = evaluate(data, models, predicted_types=[report.predicted_types[q] for q in data.question_ids],
+                          splits={"validation": [position[q] for q in report.validation_ids]}, gold_type_keys=())
     result = evaluation.as_dict()
     validation = result["overall"]["validation"]
     return {"v3": validation["v3"], "bm25": validation.get("bm25"), "rrf": validation.get("cosine+bm25 (RRF)"),
             "cosine": validation["cosine"],
-            "recall@10_by_type": {t: row.get("v3") for t, row in result["recall@10_by_type"]["validation"].items()},
+            "recall@10_by_type": {t: row["v3"]["recall@10"] for t, row in result["by_type"]["validation"].items()
+                                  if "v3" in row},
             "mean_weights_v3": result["mean_weights"].get("v3"),
             "validation_questions": len(report.validation_ids)}
 

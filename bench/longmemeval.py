@@ -1,16 +1,23 @@
-"""train_ranker_job on a LongMemEval file, from an empty database: results tables and each asset's wall time.
+"""train_ranker_job on both memories, side by side in one run: results tables and each asset's wall time.
 
-    .venv/bin/python bench/longmemeval.py [--dataset PATH] [--mode one-user] [--epochs 50] [--seed 0]
+    .venv/bin/python bench/longmemeval.py [--training-questions 100] [--epochs 50] [--seed 0]
+                                          [--data-dir .dreaming/longmemeval | --fresh]
 
-Runs the four ranker assets through Dagster (an ephemeral instance; a fresh embedded Postgres in a
-temporary directory, so the memory is embedded and dreamed from scratch) with the project's default
-providers: all-MiniLM-L6-v2 embeddings and the offline extractor unless DREAMING_* says otherwise.
-Writes bench/results/longmemeval_<split>_<mode>.{json,md}.
+Runs the five ranker assets through Dagster (an ephemeral instance) with the project's default providers
+(all-MiniLM-L6-v2 embeddings and the offline extractor unless DREAMING_* says otherwise): the pooled
+oracle (one user, every session), the `_S` haystacks of the dev questions and of ``--training-questions``
+training ones (one user a question), their pools, the models and the evaluation: the oracle's 93
+validation questions, the oracle dev questions and the `_S` dev questions, per question type.
+
+The memories live in an embedded Postgres under ``--data-dir`` and are reused by the next run (building
+the `_S` memory is ~50 minutes on 2 cores; pools and training then take minutes); ``--fresh`` builds
+everything in a temporary directory. Writes bench/results/longmemeval.{json,md} and the training curves.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -35,11 +42,12 @@ from dreaming_dagster.defs.resources import (
     LLMResource,
 )
 from dreaming_dagster.defs.training import assets as ranker_assets
+from dreaming_dagster.ingest.readers import default_haystacks_path
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.training.longmemeval import file_sha256
 from dreaming_dagster.training.workspace import RankerWorkspace
 
-ASSETS = ["longmemeval_memory", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
+ASSETS = ["longmemeval_memory", "longmemeval_haystacks", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 
 
 def step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
@@ -57,26 +65,38 @@ def step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, default=None)
-    parser.add_argument("--mode", choices=["one-user", "per-question"], default="one-user")
+    parser.add_argument("--dataset", type=Path, default=None, help="the oracle-format file pooled as one user")
+    parser.add_argument("--haystacks", type=Path, default=None, help="the `_S` haystacks file")
+    parser.add_argument("--training-questions", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pool-size", type=int, default=50)
     parser.add_argument("--lexical-pool-size", type=int, default=50)
-    parser.add_argument("--limit-questions", type=int, default=None)
+    parser.add_argument("--limit-questions", type=int, default=None, help="only the oracle's first N questions")
+    parser.add_argument("--data-dir", type=Path, default=ROOT / ".dreaming" / "longmemeval")
+    parser.add_argument("--fresh", action="store_true", help="build every memory in a temporary directory")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     dataset = (args.dataset or ORACLE).resolve()
-    split = dataset.stem.replace("longmemeval_", "")
+    haystacks = (args.haystacks or default_haystacks_path()).resolve()
     run_config = {"ops": {
-        "longmemeval_memory": {"config": {"dataset_path": str(dataset), "mode": args.mode,
+        "longmemeval_memory": {"config": {"dataset_path": str(dataset), "mode": "one-user",
                                           "limit_questions": args.limit_questions}},
+        "longmemeval_haystacks": {"config": {"dataset_path": str(haystacks),
+                                             "training_questions": args.training_questions}},
         "longmemeval_pools": {"config": {"pool_size": args.pool_size, "lexical_pool_size": args.lexical_pool_size}},
         "ranker_model": {"config": {"epochs": args.epochs, "seed": args.seed, "promote": False}}}}
 
-    with tempfile.TemporaryDirectory(prefix="dd-lme-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        data_dir = Path(tmp)
-        url = embedded.fresh_database_url(embedded_admin_url(data_dir / "pgdata"), "lme")
+    with contextlib.ExitStack() as stack:
+        if args.fresh:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dd-lme-")))
+        else:
+            data_dir = args.data_dir.resolve()
+            data_dir.mkdir(parents=True, exist_ok=True)
+        stack.enter_context(stopped_on_exit(data_dir / "pgdata"))
+        admin = embedded_admin_url(data_dir / "pgdata")
+        url = (embedded.fresh_database_url(admin, "lme") if args.fresh
+               else embedded.embedded_url(data_dir / "pgdata", "lme"))
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, data_dir=str(data_dir)),
                      "embedder": EmbedderResource(), "llm": LLMResource(),
                      "dreaming_policy": DreamingPolicyResource()}
@@ -90,38 +110,44 @@ def main() -> None:
                                if not isinstance(v.value, str) or not v.value.startswith("![")}
                         for name in ASSETS}
         total = round(time.perf_counter() - started, 1)
-        ws = RankerWorkspace(data_dir.resolve() / "ranker")
+        ws = RankerWorkspace(data_dir / "ranker")
         evaluation = json.loads(ws.evaluation_json.read_text())
         training = json.loads(ws.training.read_text())
         report = ws.evaluation_markdown.read_text()
         curves = ws.curves_png.read_bytes()
 
-    memory = metadata["longmemeval_memory"]
+    memory, haystack_memory = metadata["longmemeval_memory"], metadata["longmemeval_haystacks"]
     command = "bench/longmemeval.py " + " ".join(sys.argv[1:])
     results = {
         "command": command, "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
-        "dataset": dataset.name, "sha256": file_sha256(dataset), "mode": args.mode,
+        "dataset": dataset.name, "sha256": file_sha256(dataset),
+        "haystacks": haystacks.name, "haystacks_sha256": file_sha256(haystacks),
         "embedding_model": memory["embedding_model"], "extraction_provider": memory["extraction_provider"],
         "config": run_config["ops"], "asset_seconds": seconds, "total_seconds": total,
         "memory": {k: v for k, v in memory.items() if k not in ("questions_by_type", "dataset")},
-        "pools": {k: v for k, v in metadata["longmemeval_pools"].items() if k not in ("by_question_type",)},
-        "training": {"cosine_validation_ndcg@10": training["cosine_validation_ndcg@10"],
-                     "classifier_validation_accuracy": training["classifier_validation_accuracy"],
-                     **{v: {"best_epoch": m["best_epoch"], "best_validation_ndcg@10": m["best_validation_ndcg@10"]}
+        "haystack_memory": {k: v for k, v in haystack_memory.items() if k != "dataset"},
+        "pools": {k: v for k, v in metadata["longmemeval_pools"].items()
+                  if k not in ("by_question_type", "questions_table", "candidates_table")},
+        "training": {"split": {part: len(training[f"{part}_ids"]) for part in ("train", "dev", "validation")},
+                     "classifier_dev_accuracy": training["classifier_dev_accuracy"],
+                     "model_free_dev_ndcg@10": training["model_free_dev_ndcg@10"],
+                     **{v: {"best_epoch": m["best_epoch"], "best_dev_ndcg@10": m["best_dev_ndcg@10"]}
                         for v, m in training["models"].items()}},
         "evaluation": evaluation,
     }
-    stem = f"longmemeval_{split}_{args.mode.replace('-', '_')}"
+    stem = "longmemeval"
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     (args.out_dir / f"{stem}_training_curves.png").write_bytes(curves)
     header = [f"Command: `{command}` · {results['date']} · {os.cpu_count()} cores, no GPU",
-              f"Dataset: `{dataset.name}`, sha256 `{results['sha256']}` · mode {args.mode} · embeddings "
+              f"Datasets: `{dataset.name}` (sha256 `{results['sha256']}`) pooled as one user; `{haystacks.name}` "
+              f"(sha256 `{results['haystacks_sha256']}`), one user a question · embeddings "
               f"{results['embedding_model']} · extraction {results['extraction_provider']}",
-              f"Memory: {memory['pairs_inserted']:,} pairs, {memory['subjects_created']:,} subjects "
-              f"({memory['subjects_merged']:,} merges), {memory['links']:,} links · {memory['answerable']} answerable "
-              f"questions of {memory['questions']}",
+              f"Oracle memory: {memory['pairs_inserted'] + memory['pairs_duplicate']:,} pairs · {memory['answerable']} "
+              f"answerable questions of {memory['questions']}",
+              f"`_S` memory: {haystack_memory['questions']} haystacks ({haystack_memory['dev_questions']} dev, "
+              f"{haystack_memory['training_questions']} training questions)",
               "", "| asset | wall time (s) |", "|---|---:|",
               *[f"| {name} | {seconds.get(name, float('nan'))} |" for name in ASSETS],
               f"| total | {total} |", "", f"![training curves]({stem}_training_curves.png)", ""]

@@ -73,7 +73,7 @@ from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.dates.questions import NO_TIME, TimeQuery
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.ingest.readers import longmemeval_session_records
-from dreaming_dagster.retrieval.features import UserProfile, build_features
+from dreaming_dagster.retrieval.features import FEATURE_NAMES, UserProfile, build_features
 from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile, refresh_profile
 from dreaming_dagster.retrieval.question_type import shipped_classifier
@@ -248,7 +248,7 @@ def main() -> None:
         model_path = save_ranker(CompositeRanker(DIMENSION, 8), Path(tmp) / "v3.safetensors",
                                  embedding_model=LocalMiniLMEmbedder.spec.model)
         ranker = load_ranker(model_path)
-        weights = predict_weights(ranker, np.zeros(DIMENSION, np.float32), np.zeros(17, np.float32))
+        weights = predict_weights(ranker, np.zeros(DIMENSION, np.float32), np.zeros(len(FEATURE_NAMES), np.float32))
         weights = SignalWeights(weights.weights, weights.scale, "v3 (random init)")
 
         queries = queries_around(rng, centres, args.queries + 10)

@@ -132,7 +132,8 @@ def evaluate_variant(pools: Pools, args, embedding_model: str) -> dict:
     """The ranker trained on these pools (fit_rankers' split and seed) and the orderings without a model,
     per question: Recall@10 and NDCG@10 of every question, by id."""
     data = TrainingData.from_pools(pools.questions, pools.candidates)
-    report = fit_rankers(data, embedding_model=embedding_model, seed=args.seed, epochs=args.epochs, log=lambda _: None)
+    report = fit_rankers(data, embedding_model=embedding_model, seed=args.seed, epochs=args.epochs, ablations=False,
+                         log=lambda _: None)
     features = data.features([report.predicted_types[q] for q in data.question_ids])
     everyone = list(range(len(data)))
     model = report.outcomes[PUBLISHED_VERSION].model

@@ -510,7 +510,7 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def recall(query: str, user_id: str, k: int, session_id: str | None, as_of: str | None, kg_id: str,
            as_json: bool) -> None:
-    """The best memories of USER for QUERY, with the nine signals, the weights, the score and the time it asks about."""
+    """The best memories of USER for QUERY, with the ten signals, the weights, the score and the time it asks about."""
     from dreaming_dagster.reporting import recall_table
     from dreaming_dagster.retrieval import default_recaller
 

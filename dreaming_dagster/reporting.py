@@ -76,7 +76,7 @@ def time_understood(time) -> str:
 
 def recall_table(result):
     """A rich table of a :class:`~dreaming_dagster.retrieval.recaller.RecallResult`: one row per memory
-    with its nine signals and score; the time the question asks about in the title; the weights and the
+    with its ten signals and score; the time the question asks about in the title; the weights and the
     model in the caption."""
     from rich.table import Table
 
@@ -92,7 +92,7 @@ def recall_table(result):
     table.add_column("score", justify="right", no_wrap=True)
     for name in SIGNAL_NAMES:
         # Two-line headers keep the nine numbers narrow enough to leave room for the memory itself.
-        header = {"neighbor_density": "nbr\ndensity"}.get(name, name.replace("_", "\n"))
+        header = {"neighbor_density": "nbr\ndensity", "key_match": "key"}.get(name, name.replace("_", "\n"))
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("session", no_wrap=True, max_width=10)
     table.add_column("when", no_wrap=True)

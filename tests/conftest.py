@@ -5,6 +5,7 @@ server for the openai provider path."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import threading
@@ -36,6 +37,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+HAYSTACKS = ORACLE.with_name("longmemeval_s_train.json.gz")
 
 
 # The files that take longest go first, so with two workers the longest one (the browser test: a demo, a
@@ -259,3 +261,31 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# Of the slice's questions, the two whose `_S` haystacks the slice's split chooses (one dev, one training).
+SLICE_HAYSTACKS = ("0bb5a684", "2a1811e2")
+
+
+@pytest.fixture(scope="session")
+def trimmed_haystacks(tmp_path_factory):
+    """The `_S` haystacks of the first 12 oracle questions' slice (train_ranker_job's test slice), each cut to
+    its evidence sessions and its first four distractors: a per-question memory that embeds in seconds."""
+    import gzip
+
+    from dreaming_dagster.ingest.readers import iter_longmemeval_questions
+
+    records = []
+    for raw in iter_longmemeval_questions(HAYSTACKS):
+        if raw["question_id"] in SLICE_HAYSTACKS:
+            sessions = raw["haystack_sessions"]
+            evidence = [i for i, turns in enumerate(sessions) if any(t.get("has_answer") for t in turns)]
+            keep = sorted(evidence + [i for i in range(len(sessions)) if i not in evidence][:4])
+            records.append({**raw, **{key: [raw[key][i] for i in keep]
+                                      for key in ("haystack_session_ids", "haystack_dates", "haystack_sessions")}})
+            if len(records) == len(SLICE_HAYSTACKS):
+                break
+    path = tmp_path_factory.mktemp("haystacks") / "s_slice.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump(records, handle)
+    return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -66,9 +67,12 @@ def test_question_type_bench(tmp_path):
     assert run_bench("question_type", out=tmp_path / "r.json")["cv_accuracy_5_fold"] > 0
 
 
-def test_longmemeval_bench(tmp_path):
-    run_bench("longmemeval", "--limit-questions", "10", "--epochs", "1", "--out-dir", str(tmp_path))
-    assert list(tmp_path.glob("*.json"))
+def test_longmemeval_bench(tmp_path, trimmed_haystacks):
+    run_bench("longmemeval", "--fresh", "--limit-questions", "12", "--haystacks", str(trimmed_haystacks),
+              "--training-questions", "3", "--epochs", "1", "--out-dir", str(tmp_path))
+    result = json.loads((tmp_path / "longmemeval.json").read_text())
+    assert result["haystack_memory"]["questions"] == 2 and "`_S` dev" in result["evaluation"]["overall"]
+    assert (tmp_path / "longmemeval.md").read_text().count("by question type") == 3
 
 
 def test_graph_bench(tmp_path):

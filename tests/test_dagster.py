@@ -58,7 +58,8 @@ def test_definitions_shape():
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert {"dreaming_db", "embedder", "llm", "dreaming_policy"} <= set(definitions.resources)
     graph = definitions.resolve_asset_graph()
-    stage_keys = ["memory_pairs", "pair_dates", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
+    stage_keys = ["memory_pairs", "pair_dates", "pair_keys", "pair_subjects", "subjects", "subject_links",
+                  "refined_subjects"]
     for upstream, downstream in zip(stage_keys, stage_keys[1:], strict=False):
         node = graph.get(dg.AssetKey(downstream))
         assert node.parent_keys == {dg.AssetKey(upstream)}, downstream
@@ -150,8 +151,12 @@ def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder
             partition_key="alice", instance=instance)
         assert result.success
         by_asset = {name: {k: v.value for k, v in result.asset_materializations_for_node(name)[0].metadata.items()}
-                    for name in ("pair_dates", "pair_subjects", "subjects", "subject_links", "refined_subjects")}
+                    for name in ("pair_dates", "pair_keys", "pair_subjects", "subjects", "subject_links",
+                                 "refined_subjects")}
         assert by_asset["pair_dates"]["pairs"] == 6 and by_asset["pair_dates"]["pairs_with_dated_events"] == 6
+        # "I visited Lisbon with my sister Dana last Saturday": a statement and a dated event for each pair.
+        assert by_asset["pair_keys"]["pairs"] == 6 and by_asset["pair_keys"]["statements"] == 6
+        assert by_asset["pair_keys"]["events"] == 6
         assert by_asset["pair_subjects"]["pairs"] == 6 and by_asset["pair_subjects"]["provider"] == "offline"
         assert by_asset["subjects"]["created"] >= 1 and "merge_ratio" in by_asset["subjects"]
         assert by_asset["subject_links"]["links"] >= 6 and "Top subjects" in by_asset["subject_links"]["top_subjects"]

@@ -1,5 +1,5 @@
 """train_ranker_job end to end on real Postgres and a real Dagster instance: a 12-question slice of the
-oracle (one-user mode, 2 epochs), and the per-question mode on a tiny haystack."""
+oracle (one-user mode, 2 epochs) beside trimmed `_S` haystacks of its questions (per-question mode)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from dreaming_dagster.defs.resources import (
 )
 from dreaming_dagster.retrieval.ranker import load_ranker
 from dreaming_dagster.training.workspace import RankerWorkspace
-from tests.conftest import ORACLE
+from tests.conftest import HAYSTACKS, ORACLE
 
-RANKER_ASSETS = ["longmemeval_memory", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
-
-
+RANKER_ASSETS = ["longmemeval_memory", "longmemeval_haystacks", "longmemeval_pools", "ranker_model",
+                 "ranker_evaluation"]
 def run_job(database_url, data_dir, run_config, only=RANKER_ASSETS):
     from dreaming_dagster.defs.training import assets as ranker_assets
 
@@ -38,70 +37,68 @@ def run_job(database_url, data_dir, run_config, only=RANKER_ASSETS):
     return result, metadata
 
 
-def config(mode="one-user", limit=12, epochs=2, prefix="lme", dataset=ORACLE):
+def config(mode="one-user", limit=12, epochs=2, prefix="lme", dataset=ORACLE, haystacks=HAYSTACKS):
     return {"ops": {"longmemeval_memory": {"config": {"dataset_path": str(dataset), "mode": mode,
                                                       "user_prefix": prefix, "limit_questions": limit}},
+                    "longmemeval_haystacks": {"config": {"dataset_path": str(haystacks), "training_questions": 3}},
                     "longmemeval_pools": {"config": {"pool_size": 20, "lexical_pool_size": 10}},
                     "ranker_model": {"config": {"epochs": epochs, "seed": 3}}}}
 
 
-def test_train_ranker_job_on_a_12_question_slice(database_url, tmp_path):
-    result, metadata = run_job(database_url, tmp_path, config())
+def test_train_ranker_job_on_a_12_question_slice(database_url, tmp_path, trimmed_haystacks):
+    result, metadata = run_job(database_url, tmp_path, config(haystacks=trimmed_haystacks))
     assert result.success
-    memory, pools, model, evaluation = (metadata[name] for name in RANKER_ASSETS)
+    memory, haystacks, pools, model, evaluation = (metadata[name] for name in RANKER_ASSETS)
     assert memory["questions"] == 12 and memory["answerable"] <= 12 and memory["pairs_inserted"] > 100
     assert memory["users"] == 1 and memory["subjects_created"] > 0
+    # The `_S` memory: each chosen haystack its own user (the slice's dev question and a training one).
+    assert haystacks["users"] == 2 and (haystacks["dev_questions"], haystacks["training_questions"]) == (1, 1)
+    assert haystacks["pairs_inserted"] > 20 and haystacks["subjects_created"] > 0
     # Hybrid pools: the 20 by cosine, up to 10 more by BM25, up to 20 through the graph and, for a question
     # naming a time, up to 2 × 25 from inside its window; only more.
-    assert pools["questions"] == memory["answerable"]
-    assert 20 * pools["questions"] < pools["candidates"] <= (20 + 10 + pools["graph_pool_size"] + 50) * pools["questions"]
+    assert pools["questions"] == memory["answerable"] + 2 and pools["s_questions"] == 2
+    assert 20 * pools["oracle_questions"] < pools["candidates"] <= (20 + 10 + pools["graph_pool_size"] + 50) * pools["questions"]
     assert pools["graph_pool_size"] == 20  # the declared default reaches the pools
-    assert 0 < pools["cosine_pool_recall"] <= pools["pool_recall"] <= 1
-    ws = RankerWorkspace(tmp_path.resolve() / "ranker")
-    training = json.loads(ws.training.read_text())
-    assert len(training["models"]["v4"]["history"]) == 2
-    assert {v: load_ranker(ws.model(v)).version for v in ("v1", "v2", "v3", "v4", "v2-cosine-pool")} == {
-        "v1": "v1", "v2": "v2", "v3": "v3", "v4": "v4", "v2-cosine-pool": "v2"}
-    # Published only when v4 beats every model-free ranking on validation; either way the decision is recorded.
-    published = (tmp_path / "models" / "ranker.safetensors").resolve()
-    should_publish = model["validation_ndcg@10_v4"] > model["publishing_bar_ndcg@10"]
-    assert model["publishing_bar_ndcg@10"] >= model["validation_ndcg@10_cosine"]  # the best of cosine, BM25, RRF
-    assert model["publishing_bar"] in ("cosine", "bm25", "cosine+bm25 (RRF)")
-    assert model["published"] == should_publish == published.is_file()
-    # Whichever way the slice went, the file at recall's path is v4 exactly when it was published.
-    assert (load_ranker(published).version if published.is_file() else None) == ("v4" if should_publish else None)
-    assert "| ndcg@10 |" in evaluation["report"] and "Recall@10 by question type" in evaluation["report"]
-    assert "data:image/png;base64," in evaluation["training_curves"]
-    report = json.loads(ws.evaluation_json.read_text())
-    assert set(report["overall"]["validation"]) == {"cosine", "bm25", "cosine+bm25 (RRF)", "v2 (cosine pool)",
-                                                    "v1", "v2", "v3", "v4", "v4 (gold type)"}
-    validation = report["overall"]["validation"]
-    assert validation["cosine"]["pool_recall"] <= validation["v4"]["pool_recall"]
-    assert validation["v2 (cosine pool)"]["pool_recall"] == validation["cosine"]["pool_recall"]
-    # Re-running the memory asset stores nothing twice.
-    memory_only = {"ops": {"longmemeval_memory": config()["ops"]["longmemeval_memory"]}}
-    again, metadata_again = run_job(database_url, tmp_path, memory_only, only=["longmemeval_memory"])
-    assert again.success and metadata_again["longmemeval_memory"]["pairs_inserted"] == 0
-
-
-def test_per_question_mode_gives_each_question_its_own_user(database_url, tmp_path):
-    # A tiny haystack: the first 6 oracle questions, each its own user.
-    result, metadata = run_job(database_url, tmp_path, config(mode="per-question", limit=6, epochs=1, prefix="pq"))
-    assert result.success
-    memory, pools = metadata["longmemeval_memory"], metadata["longmemeval_pools"]
-    assert memory["users"] == 6 and memory["mode"] == "per-question"
+    assert 0 < pools["oracle_cosine_pool_recall"] <= pools["oracle_pool_recall"] <= 1
     ws = RankerWorkspace(tmp_path.resolve() / "ranker")
     import pandas as pd
 
-    questions = pd.read_parquet(ws.pool_questions)
     candidates = pd.read_parquet(ws.pool_candidates)
-    assert set(questions["user_id"]) == {f"pq-{q}" for q in questions["question_id"]}
-    # Each pool holds only its own question's haystack.
-    manifest = json.loads(ws.memory_manifest.read_text())
+    manifest = json.loads(ws.haystacks_manifest.read_text())
     sessions = {q["question_id"]: set(q["session_ids"]) for q in manifest["questions"]}
-    for row in candidates.itertuples():
-        assert row.session_id in sessions[row.question_id]
-    assert pools["questions"] == len(questions)
+    for row in candidates[candidates["memory"] == "s"].itertuples():
+        assert row.session_id in sessions[row.question_id]  # an `_S` pool holds only its own haystack
+    training = json.loads(ws.training.read_text())
+    assert len(training["models"]["v5"]["history"]) == 2 and "dev_ndcg@10" in training["models"]["v5"]["history"][0]
+    assert not set(training["dev_ids"]) & set(training["validation_ids"])
+    keys = ("v1", "v2", "v3", "v4", "v5", "v2-cosine-pool", "v5-oracle-only", "v5-without-keys", "v5-without-time")
+    assert {key: load_ranker(ws.model(key)).version for key in keys if ws.model(key).is_file()} == {
+        "v1": "v1", "v2": "v2", "v3": "v3", "v4": "v4", "v5": "v5", "v2-cosine-pool": "v2", "v5-oracle-only": "v5",
+        "v5-without-keys": "v5", **({"v5-without-time": "v5"} if ws.model("v5-without-time").is_file() else {})}
+    # Published only when v5 beats every model-free ranking on dev; either way the decision is recorded.
+    published = (tmp_path / "models" / "ranker.safetensors").resolve()
+    should_publish = model["dev_ndcg@10_v5"] > model["publishing_bar_ndcg@10"]
+    assert model["publishing_bar_ndcg@10"] == max(model[f"dev_ndcg@10_{name}"]
+                                                  for name in ("cosine", "bm25", "cosine+bm25 (RRF)"))
+    assert model["published"] == should_publish == published.is_file()
+    # Whichever way the slice went, the file at recall's path is v5 exactly when it was published.
+    assert (load_ranker(published).version if published.is_file() else None) == ("v5" if should_publish else None)
+    assert "| ndcg@10 |" in evaluation["report"] and "by question type" in evaluation["report"]
+    assert "| session recall_all@10 |" in evaluation["report"]
+    assert "data:image/png;base64," in evaluation["training_curves"]
+    report = json.loads(ws.evaluation_json.read_text())
+    assert list(report["overall"]) == ["oracle validation", "oracle dev", "`_S` dev"]
+    s_dev = report["overall"]["`_S` dev"]
+    assert {"cosine", "bm25", "cosine+bm25 (RRF)", "v5", "v5 + sessions spread", "v5-oracle-only",
+            "v5-without-keys", "v2-cosine-pool", "v5 (gold type)"} <= set(s_dev)
+    assert s_dev["cosine"]["pool_recall"] <= s_dev["v5"]["pool_recall"]
+    assert s_dev["v5"]["session_any@10"] >= s_dev["v5"]["session_all@10"]
+    # Re-running the memory assets stores nothing twice.
+    memories = {"ops": {name: config(haystacks=trimmed_haystacks)["ops"][name]
+                        for name in ("longmemeval_memory", "longmemeval_haystacks")}}
+    again, metadata_again = run_job(database_url, tmp_path, memories, only=["longmemeval_memory", "longmemeval_haystacks"])
+    assert again.success and metadata_again["longmemeval_memory"]["pairs_inserted"] == 0
+    assert metadata_again["longmemeval_haystacks"]["pairs_inserted"] == 0
 
 
 @pytest.fixture(autouse=True)

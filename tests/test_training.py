@@ -11,15 +11,18 @@ import pandas as pd
 import pytest
 import torch
 
+from dreaming_dagster.ingest.readers import iter_longmemeval_questions
+from dreaming_dagster.retrieval.coverage import gathers, spread_over_sessions
+from dreaming_dagster.retrieval.features import FEATURE_NAMES, UserProfile, build_features
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
 from dreaming_dagster.storage.records import MemoryPair, parse_timestamp
 from dreaming_dagster.training.approx_ndcg import approx_ndcg, true_ndcg
 from dreaming_dagster.training.evaluation import evaluate, markdown_report
 from dreaming_dagster.training.longmemeval import benchmark_user, iter_questions, parse_question
 from dreaming_dagster.training.metrics import ndcg_at_k, question_metrics, recall_at_k, reciprocal_rank
-from dreaming_dagster.training.split import stratified_split
+from dreaming_dagster.training.split import haystack_question_ids, ranker_split, stratified_split
 from dreaming_dagster.training.train import TrainingData, mean_metric, ranking_metrics, train_ranker
-from tests.conftest import ORACLE
+from tests.conftest import HAYSTACKS, ORACLE
 
 
 # ------------------------------------------------------------------------------------------ ApproxNDCG
@@ -155,6 +158,7 @@ def synthetic_pools(questions=120, pool=20, seed=0, lexical_only=5):
                 signals["lex"] = float(rng.uniform(0.8, 1.0))
             candidate_rows.append({"question_id": f"q{q:03d}", "rank": rank, "similarity": signals["cos"], **signals,
                                    "in_vector_pool": rank < pool - lexical_only,
+                                   "in_lexical_pool": rank >= pool - lexical_only,
                                    "relevant": rank == relevant, "needle": rank == relevant})
         question_rows.append({
             "question_id": f"q{q:03d}", "longmemeval_type": ["multi-session", "temporal-reasoning"][q % 2],
@@ -179,9 +183,9 @@ def test_training_learns_the_signal_that_matters_and_is_deterministic():
         assert torch.equal(tensor, second.model.state_dict()[name]), name
     assert first.history == second.history and 1 <= first.best_epoch <= 8
     cosine = mean_metric(ranking_metrics(data, data.signals[validation_rows][..., 0], validation_rows), "ndcg@10")
-    assert first.best_validation_ndcg10 > cosine + 0.2
-    evaluation = evaluate(data, {"v3": first.model}, predicted_features=features, gold_features=features,
-                          splits={"validation": validation_rows, "all": list(range(120))})
+    assert first.best_dev_ndcg10 > cosine + 0.2
+    evaluation = evaluate(data, {"v3": first.model}, predicted_types=data.ranker_types,
+                          splits={"validation": validation_rows, "all": list(range(120))}, gold_type_keys=("v3",))
     weights = evaluation.mean_weights["v3"]
     assert max(weights.keys() & set(SIGNAL_NAMES), key=weights.get) == "lex"
     # The cosine baseline ranks only what cosine drew (a quarter of the relevant pairs are lexical-only);
@@ -194,3 +198,73 @@ def test_training_learns_the_signal_that_matters_and_is_deterministic():
     assert set(validation) == {"cosine", "bm25", "cosine+bm25 (RRF)", "v3", "v3 (gold type)"}
     report = markdown_report(evaluation, title="t", context={"dataset": "synthetic"})
     assert "| ndcg@10 |" in report and "| lex |" in report and "temporal-reasoning" in report
+
+
+# ------------------------------------------------------------------------------------- the ranker's split
+# The 93 validation questions every published figure reports on: the split must never change.
+PINNED_VALIDATION = ["031748ae", "07741c44", "08e075c7", "08f4fc43", "09ba9854", "129d1232", "15745da0", "18bc8abd", "1903aded", "19b5f2b3", "1b9b7252", "1c0ddc50", "1de5cff2", "21436231", "21d02d0d", "2318644b", "25e5aa4f", "2e6d26dc", "36580ce8", "38146c39", "3d86fd0a", "3fdac837", "4dfccbf8", "561fabcd", "57f827a0", "5831f84d", "5a4f22c0", "5a7937c8", "66f24dbb", "6b7dfb22", "7024f17c", "72e3ee87", "73d42213", "8464fc84", "853b0a1d", "86b68151", "86f00804", "89527b6b", "8979f9ec", "8a137a7f", "8b9d4367", "8fb83627", "91b15a6e", "92a0aa75", "95228167", "9aaed6a3", "9d25d4e0", "9ee3ecd6", "a1eacc2a", "a3838d2b", "a40e080f", "a89d7624", "af082822", "b29f3365", "b86304ba", "bf659f65", "c2ac3c61", "c4ea545c", "c7dc5443", "cc5ded98", "ce6d2d27", "ceb54acb", "d3ab962e", "d52b4f67", "d596882b", "d851d5ba", "dcfa8644", "e25c3b8d", "e493bb7c", "e56a43b9", "e831120c", "e9327a54", "ef66a6e5", "f0e564bc", "gpt4_0a05b494", "gpt4_1d80365e", "gpt4_2655b836", "gpt4_45189cb4", "gpt4_4cd9eba1", "gpt4_4edbafa2", "gpt4_5dcc0aab", "gpt4_68e94288", "gpt4_6dc9b45b", "gpt4_7de946e7", "gpt4_7f6b06db", "gpt4_8c8961ae", "gpt4_8e165409", "gpt4_a1b77f9c", "gpt4_af6db32f", "gpt4_b5700ca0", "gpt4_b5700ca9", "gpt4_d6585ce9", "gpt4_fe651585"]
+
+
+def test_the_ranker_split_is_pinned_and_the_haystacks_hold_no_validation_question():
+    answerable = [q for _, q in iter_questions(ORACLE) if q.answerable]
+    types = {q.question_id: q.longmemeval_type for q in answerable}
+    split = ranker_split(list(types), list(types.values()))
+    assert list(split.validation) == PINNED_VALIDATION
+    assert (len(split.train), len(split.dev), len(split.validation)) == (302, 75, 93)
+    assert not set(split.train) & set(split.dev) and set(split.train) | set(split.dev) | set(split.validation) == set(types)
+    # dev is stratified: each type's share of dev is its share of the training questions, to a question.
+    rest = [q for q in types if q not in split.validation]
+    for kind in set(types.values()):
+        assert abs(sum(types[q] == kind for q in split.dev) - 0.2 * sum(types[q] == kind for q in rest)) <= 0.5
+    haystack_ids = {str(raw["question_id"]) for raw in iter_longmemeval_questions(HAYSTACKS)}
+    assert len(haystack_ids) == 376 and not haystack_ids & set(split.validation)
+    # A larger training sample keeps the smaller one; dev is always in.
+    small, large = (haystack_question_ids(split, types, n) for n in (30, 60))
+    assert set(split.dev) <= small <= large and abs(len(large - set(split.dev)) - 60) <= 3  # rounded per type
+
+
+def test_session_recall_and_spreading_a_ranking_over_sessions():
+    metrics = question_metrics([True, True, False, False, True], [False] * 5, 3, ["a", "a", "b", "c", "d"], {"a", "d"})
+    assert metrics["session_any@5"] == 1.0 and metrics["session_all@5"] == 1.0
+    assert question_metrics([True, True, False], [False] * 3, 2, ["a", "a", "b"], {"a", "d"})["session_all@10"] == 0.0
+    assert np.isnan(question_metrics([True], [False], 1)["session_any@5"])  # evidence unknown: undefined
+    assert spread_over_sessions(list("aaabbc"), 4, per_session=1) == [0, 3, 5, 1, 2, 4]
+    assert spread_over_sessions(list("aaabbc"), 4, per_session=2) == [0, 1, 3, 4, 2, 5]
+    assert spread_over_sessions(list("aaa"), 2, per_session=1) == [0, 1, 2]  # nothing else to bring up
+    assert gathers("How many books did I finish in total?", None) and gathers("x", "multi-session")
+    assert gathers("Which did I start first, the pottery class or the yoga?", "temporal")
+    assert not gathers("What is my sister's name?", "single-session")
+
+
+def test_window_share_tells_a_selective_window_from_one_covering_the_memory():
+    profile = UserProfile(memory_count=10, first_memory_at=datetime(2022, 1, 1, tzinfo=UTC))
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+    feature = FEATURE_NAMES.index("window_share")
+    years = build_features(question_type=None, query="q", query_time=now, profile=profile, session_id=None,
+                           window_days=30)[feature]
+    fortnight = build_features(question_type=None, query="q", query_time=now, session_id=None, window_days=30,
+                               profile=UserProfile(memory_count=10, first_memory_at=datetime(2023, 12, 18, tzinfo=UTC)))[feature]
+    assert years == pytest.approx(30 / 730, rel=1e-3) and fortnight == 1.0
+    assert build_features(question_type=None, query="q", query_time=now, profile=profile, session_id=None)[feature] == 0
+
+
+def test_an_ablation_drops_only_what_its_side_alone_drew():
+    data = synthetic_pools(questions=4, lexical_only=5)
+    without = data.without_side("lexical", ("lex",))
+    assert (without.mask.sum(1) == 15).all()  # the 5 candidates only BM25 drew are gone
+    assert (without.signals[..., SIGNAL_NAMES.index("lex")] == 0).all()
+    assert (data.signals[..., SIGNAL_NAMES.index("lex")] > 0).any()  # the original is untouched
+
+
+def test_a_network_without_hidden_layers_trains_saves_and_loads(tmp_path):
+    from dreaming_dagster.retrieval.ranker import load_ranker, save_ranker
+    from dreaming_dagster.training.train import model_scores
+
+    data = synthetic_pools(questions=40)
+    features = data.features(data.ranker_types)
+    outcome = train_ranker(data, features, list(range(30)), list(range(30, 40)), version="v3", epochs=3, seed=1,
+                           hidden=())
+    loaded = load_ranker(save_ranker(outcome.model, tmp_path / "linear.safetensors", embedding_model="test"))
+    assert loaded.version == "v3" and loaded.embedding_dim == 8 and len(loaded.model.trunk) == 0
+    assert np.array_equal(model_scores(outcome.model, data, features, "v3")[0],
+                          model_scores(loaded.model, data, features, "v3")[0])

@@ -21,12 +21,13 @@ from tests.conftest import PROJECT_ROOT, free_port
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DREAMING = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
-RANKER = ["longmemeval_memory", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
+RANKER = ["longmemeval_memory", "longmemeval_haystacks", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 # The smallest run that fills every page the tests open: one process for all steps (a step process per
 # asset would import torch and Dagster four times over), 8 questions, one epoch.
 RANKER_CONFIG = """execution: {config: {in_process: {}}}
 ops:
   longmemeval_memory: {config: {limit_questions: 8, user_prefix: longmemeval-ui}}
+  longmemeval_haystacks: {config: {training_questions: 1, limit_questions: 1}}
   longmemeval_pools: {config: {pool_size: 20}}
   ranker_model: {config: {epochs: 1, promote: false}}
 """
@@ -139,13 +140,13 @@ def test_the_sensors_are_listed_and_running(ui, page, shots):
 
 def test_the_latest_ranker_evaluation_shows_its_metrics_table(ui, page, shots):
     visit(page, ui, "/assets/ranker_evaluation")
-    page.get_by_text("validation_ndcg@10_v4").wait_for()
+    page.get_by_text("oracle_validation_ndcg@10_v5").wait_for()
     page.get_by_text("[Show Markdown]").first.click()
     dialog = page.get_by_role("dialog")
-    dialog.get_by_role("heading", name="Validation split").first.wait_for()
+    dialog.get_by_role("heading", name="oracle validation").first.wait_for()
     text = dialog.inner_text()
-    for cell in ("ndcg@10", "recall@10", "needle hit %", "cosine", "bm25", "v4 (gold type)", "v2 (cosine pool)",
-                 "pool recall (ceiling"):
+    for cell in ("ndcg@10", "recall@10", "needle hit %", "cosine", "bm25", "v5 (gold type)", "v2-cosine-pool",
+                 "session recall_all@10", "pool recall (ceiling"):
         assert cell in text, cell
     page.wait_for_timeout(1000)  # the dialog fades in
     dialog.screenshot(path=str(shots / "ranker-evaluation.png"))

@@ -1,7 +1,7 @@
--- Retrieval: a user's candidate pool and the nine ranking signals, scored and ordered, in one statement.
+-- Retrieval: a user's candidate pool and the ten ranking signals, scored and ordered, in one statement.
 -- Serving (recall) and training read these same rows, so they can never disagree. It reads in four parts:
 --   1. inputs: the question's words and the user's corpus statistics;
---   2. the pool: the vector, lexical, graph and time-window sides, each a few named steps;
+--   2. the pool: the vector, lexical, graph, key and time-window sides, each a few named steps;
 --   3. the signals of every candidate;
 --   4. the score: the weighted sum, best first (and the query remembered for rec_exp).
 --
@@ -10,9 +10,9 @@
 -- top lexical_pool_size, ties at the cut included, found by retrieval/lexical_postings.py or by
 -- exact_lexical_top_k.sql), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs that happened before it),
 -- reference_time (the "now" of rec_exp: as_of or the wall clock), session_id (the caller's session or NULL),
--- weights (float8[9], in signal order), scale, row_limit, remember_query, hub_share and hub_min_pairs
+-- weights (float8[10], in signal order), scale, row_limit, remember_query, hub_share and hub_min_pairs
 -- (hubs.HubRule), graph_pool_size (graph candidates; 0: none), graph_subjects (the subjects nearest the query
--- the graph side starts from), and the question's time window (dates/questions.py): window_first and
+-- the graph side starts from), key_pool_size (candidates drawn through their index keys; 0: none), and the question's time window (dates/questions.py): window_first and
 -- window_last (dates, inclusive; NULL: the question names no time, and nothing below reads the window),
 -- window_margin_days (its soft edge), window_certainty, window_pool_size (candidates drawn from inside it by
 -- vector and by words, each; and for each side of a two-sided question), window_scan_limit (the most recent
@@ -38,7 +38,7 @@ query_words AS MATERIALIZED (
     FROM question_words(%(user_id)s, %(kg_id)s, %(query_text)s::text)
 ),
 -- 2. The pool ----------------------------------------------------------------------------------------------
--- The union of four sides, each candidate with every signal below.
+-- The union of five sides, each candidate with every signal below.
 -- Vector side: the top pool_size pairs by cosine. A pair has two vectors (migration 0009: its user turn and
 -- its assistant turn) and its similarity is the better of the two. The top pool_size by that similarity is
 -- always inside the union of the top pool_size of each vector, so two index scans and a cut give it. The
@@ -161,6 +161,43 @@ graph_pool AS MATERIALIZED (
     ORDER BY g.weight DESC, g.pair_id
     LIMIT %(graph_pool_size)s
 ),
+-- Key side: pairs found through their index keys (migration 0030: what the user states about themselves,
+-- the dated events of the user's turn) that the vectors, the words and the graph missed — the keys nearest
+-- the query, each pair by its best key, the best key_pool_size pairs. The keys come from their HNSW index
+-- (4 × key_pool_size of them: a pair can have several, and some pairs are drawn already) and, when the scan
+-- comes back short (a user owning a small share of the index, or as_of), from the user's keys exactly.
+key_nearest_approximate AS MATERIALIZED (
+    SELECT k.pair_id, k.embedding <=> %(query)s AS distance
+    FROM memory_keys k
+    WHERE k.user_id = %(user_id)s AND k.kg_id = %(kg_id)s AND k.embedding IS NOT NULL AND %(key_pool_size)s > 0
+      AND %(as_of)s::timestamptz IS NULL
+    ORDER BY k.embedding <=> %(query)s
+    LIMIT 4 * %(key_pool_size)s
+),
+key_nearest AS MATERIALIZED (
+    SELECT a.pair_id, a.distance FROM key_nearest_approximate a
+    WHERE (SELECT count(*) FROM key_nearest_approximate) >= 4 * %(key_pool_size)s
+    UNION ALL
+    (SELECT k.pair_id, k.embedding <=> %(query)s AS distance
+     FROM memory_keys k
+     JOIN memory_pairs p ON p.id = k.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+     WHERE k.user_id = %(user_id)s AND k.kg_id = %(kg_id)s AND k.embedding IS NOT NULL AND %(key_pool_size)s > 0
+       AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+       AND (SELECT count(*) FROM key_nearest_approximate) < 4 * %(key_pool_size)s
+     ORDER BY k.embedding <=> %(query)s, k.pair_id
+     LIMIT 4 * %(key_pool_size)s)
+),
+key_pool AS MATERIALIZED (
+    SELECT n.pair_id AS id
+    FROM key_nearest n
+    JOIN memory_pairs p ON p.id = n.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+    WHERE NOT EXISTS (SELECT 1 FROM vector_pool v WHERE v.id = n.pair_id)
+      AND NOT EXISTS (SELECT 1 FROM lexical_pool lp WHERE lp.id = n.pair_id)
+      AND NOT EXISTS (SELECT 1 FROM graph_pool g WHERE g.id = n.pair_id)
+    GROUP BY n.pair_id
+    ORDER BY min(n.distance), n.pair_id
+    LIMIT %(key_pool_size)s
+),
 -- Time-window side: when the question names a time, the pairs said inside the window (widened by its
 -- soft edge) or mentioning a time that overlaps it (pair_times, migration 0026), the most recent
 -- window_scan_limit of them; of those, the window_pool_size nearest the query and the window_pool_size
@@ -225,16 +262,19 @@ window_pool AS MATERIALIZED (
     WHERE NOT EXISTS (SELECT 1 FROM vector_pool v WHERE v.id = d.id)
       AND NOT EXISTS (SELECT 1 FROM lexical_pool lp WHERE lp.id = d.id)
       AND NOT EXISTS (SELECT 1 FROM graph_pool g WHERE g.id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM key_pool kp WHERE kp.id = d.id)
 ),
 pool AS (
     SELECT coalesce(v.id, l.id) AS id, v.id IS NOT NULL AS in_vector_pool, l.id IS NOT NULL AS in_lexical_pool,
-           false AS in_graph_pool, false AS in_window_pool
+           false AS in_graph_pool, false AS in_key_pool, false AS in_window_pool
     FROM vector_pool v
     FULL JOIN lexical_pool l ON l.id = v.id
     UNION ALL
-    SELECT id, false, false, true, false FROM graph_pool
+    SELECT id, false, false, true, false, false FROM graph_pool
     UNION ALL
-    SELECT id, false, false, false, true FROM window_pool
+    SELECT id, false, false, false, true, false FROM key_pool
+    UNION ALL
+    SELECT id, false, false, false, false, true FROM window_pool
 ),
 -- 3. The signals --------------------------------------------------------------------------------------------
 -- Exact BM25 (the lex signal) of every pair the vector and graph sides drew, read from its pair_words row
@@ -243,7 +283,8 @@ exact_bm25 AS MATERIALIZED (
     SELECT lp.id, lp.bm25 FROM lexical_pool lp
     UNION ALL
     SELECT w.pair_id, scored.bm25
-    FROM (SELECT id FROM vector_pool UNION SELECT id FROM graph_pool UNION SELECT id FROM window_pool
+    FROM (SELECT id FROM vector_pool UNION SELECT id FROM graph_pool UNION SELECT id FROM key_pool
+          UNION SELECT id FROM window_pool
           EXCEPT SELECT id FROM lexical_pool) AS drawn
     JOIN pair_words w ON w.pair_id = drawn.id
     CROSS JOIN query_words q
@@ -255,7 +296,7 @@ exact_bm25 AS MATERIALIZED (
 candidates AS MATERIALIZED (
     SELECT p.id, p.session_id, p.turn_index, p.occurred_at, p.user_message, p.assistant_message,
            p.metadata, p.content_hash, pool.in_vector_pool, pool.in_lexical_pool, pool.in_graph_pool,
-           pool.in_window_pool,
+           pool.in_key_pool, pool.in_window_pool,
            coalesce(1 - least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s), 0) AS similarity,
            coalesce(cb.bm25, 0) AS bm25
     FROM pool
@@ -347,8 +388,17 @@ time_fits AS MATERIALIZED (
           WHERE %(window_first)s::date IS NOT NULL) fits
     GROUP BY fits.pair_id
 ),
+-- How well each candidate's index keys match the query: its best key's cosine (0 without keys).
+key_matches AS MATERIALIZED (
+    SELECT k.pair_id, max(1 - (k.embedding <=> %(query)s)) AS key_similarity
+    FROM candidates c
+    JOIN memory_keys k ON k.pair_id = c.id AND k.user_id = %(user_id)s AND k.kg_id = %(kg_id)s
+    WHERE k.embedding IS NOT NULL
+    GROUP BY k.pair_id
+),
 raw_signals AS (
     SELECT c.*,
+           coalesce(km.key_similarity, 0) AS key_similarity,
            coalesce(tf.time_fit, 0) AS raw_time_fit,
            extract(epoch FROM c.occurred_at)::float8 AS occurred_epoch,
            coalesce(pss.subject_links, 0) AS subject_links,
@@ -358,6 +408,7 @@ raw_signals AS (
     LEFT JOIN pair_subject_scores pss ON pss.pair_id = c.id
     LEFT JOIN neighbor_counts nc ON nc.pair_id = c.id
     LEFT JOIN time_fits tf ON tf.pair_id = c.id
+    LEFT JOIN key_matches km ON km.pair_id = c.id
 ),
 signals AS (
     SELECT r.*,
@@ -373,7 +424,8 @@ signals AS (
            CASE WHEN r.session_id = %(session_id)s::text THEN 1::float8 ELSE 0::float8 END AS sess,
            coalesce(r.neighbors / nullif(max(r.neighbors) OVER (), 0), 0) AS neighbor_density,
            coalesce(r.bm25 / nullif(max(r.bm25) OVER (), 0), 0) AS lex,
-           least(greatest(r.raw_time_fit, 0), 1) AS time_fit
+           least(greatest(r.raw_time_fit, 0), 1) AS time_fit,
+           least(greatest(r.key_similarity, 0), 1) AS key_match
     FROM raw_signals r
 ),
 -- 4. The score ---------------------------------------------------------------------------------------------
@@ -386,8 +438,8 @@ remembered AS (
     DO UPDATE SET last_query_at = EXCLUDED.last_query_at, query_count = rp.query_count + 1
 )
 SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message, metadata, content_hash,
-       in_vector_pool, in_lexical_pool, in_graph_pool, in_window_pool, similarity, bm25,
-       cos, rec_lin, rec_exp, subj_freq, subj_sem, sess, neighbor_density, lex, time_fit,
+       in_vector_pool, in_lexical_pool, in_graph_pool, in_key_pool, in_window_pool, similarity, bm25,
+       cos, rec_lin, rec_exp, subj_freq, subj_sem, sess, neighbor_density, lex, time_fit, key_match,
        %(scale)s::float8 * (
              (%(weights)s::float8[])[1] * cos
            + (%(weights)s::float8[])[2] * rec_lin
@@ -397,7 +449,8 @@ SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message,
            + (%(weights)s::float8[])[6] * sess
            + (%(weights)s::float8[])[7] * neighbor_density
            + (%(weights)s::float8[])[8] * lex
-           + (%(weights)s::float8[])[9] * time_fit) AS score
+           + (%(weights)s::float8[])[9] * time_fit
+           + (%(weights)s::float8[])[10] * key_match) AS score
 FROM signals
 ORDER BY score DESC, similarity DESC, id
 LIMIT %(row_limit)s;

@@ -124,6 +124,13 @@ class DreamingSettings(BaseSettings):
     turns the graph side off"""
     recall_graph_subjects: int = Field(default=10, ge=1, le=1000)
     """how many subjects nearest the query (by embedding, and again by name words) the graph side starts from"""
+    recall_key_pool_size: int = Field(default=20, ge=0, le=1000)
+    """recall candidates drawn through their index keys (the sentences where the user states something about
+    themselves, dated events) that the other sides missed; 0 turns the key side off"""
+    recall_session_spread: int = Field(default=2, ge=0, le=1000)
+    """for a question that gathers ("how many … in total", "all the …", "which … first", or one the classifier
+    calls multi-session), at most this many of the top k from one session while other sessions have candidates
+    (retrieval/coverage.py); 0 keeps the ranker's order"""
     recall_time_pool_size: int = Field(default=25, ge=0, le=1000)
     """when the question names a time ("last month"), recall candidates drawn from inside that window, this many
     by cosine and this many by BM25 (pairs the other sides missed); 0 turns the time-window side off"""

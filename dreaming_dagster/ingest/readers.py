@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import codecs
+import gzip
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -21,6 +22,7 @@ from dreaming_dagster.storage.records import InvalidInputError, Rejection, parse
 
 DATASET_VARIABLE = "DREAMING_LONGMEMEVAL_PATH"
 _SHARED_ORACLE = Path("..") / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
+_SHARED_S_TRAIN = _SHARED_ORACLE.with_name("longmemeval_s_train.json.gz")
 
 
 @dataclass(frozen=True)
@@ -84,14 +86,14 @@ def session_pairs(turns: Sequence[dict[str, Any]]) -> Iterator[tuple[int, str, s
 
 
 def iter_longmemeval_questions(path: Path) -> Iterator[Any]:
-    """Stream the question records of a LongMemEval-format file.
+    """Stream the question records of a LongMemEval-format file (gzip-compressed when it ends in ``.gz``).
 
     Raises :class:`InvalidInputError` (field ``file``) when the top level is not a JSON array, or when the
     file ends early or stops being JSON; the questions before that point have been yielded.
     """
     import ijson
 
-    with path.open("rb") as handle:
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as handle:
         head = handle.read(4096).lstrip(codecs.BOM_UTF8).lstrip()
         if not head.startswith(b"["):
             raise InvalidInputError("file", f"{path.name}: the top level must be a JSON array of questions")
@@ -194,3 +196,10 @@ def default_dataset_path() -> Path:
         return explicit
 
     return (project_root() / _SHARED_ORACLE).resolve()
+
+
+def default_haystacks_path() -> Path:
+    """The shared `_S` haystacks of the ranker's training questions (each question's own ~50 sessions)."""
+    from dreaming_dagster.config.dagster_env import project_root
+
+    return (project_root() / _SHARED_S_TRAIN).resolve()

@@ -2,9 +2,10 @@
 
 The file's first line is a header (``{"export": {...}}``); then one line per pair in the ingest format
 (``session_id, turn_index, user_message, assistant_message, occurred_at, metadata``) with a ``dream`` field
-holding what dreaming made of it (summary, extracted subjects, dated events, linked subjects by reference);
+holding what dreaming made of it (summary, extracted subjects, dated events, index keys, linked subjects by
+reference);
 then one ``{"subject": {...}}`` line per subject, archived ones included. Vectors are not exported: the
-importing instance embeds with its own model.
+importing instance embeds with its own model (the keys' too).
 
 Importing saves the pairs through the ordinary save path (a pair already there is a duplicate; words indexed at
 once, vectors now or, with ``embed=False``, by the next dream's embedding stage), then, into a
@@ -22,10 +23,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+import numpy as np
 from psycopg.types.json import Jsonb
 
 from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
+from dreaming_dagster.extraction.keys import KINDS as KEY_KINDS
 from dreaming_dagster.ingest.save import SaveResult, save_validated_pairs
 from dreaming_dagster.memory import ready_database
 from dreaming_dagster.memory.inspection import jsonable
@@ -82,7 +85,7 @@ def _pair_line(row: dict, refs: dict[str, str]) -> str:
         "user_message": row["user_message"], "assistant_message": row["assistant_message"],
         "metadata": row["metadata"] or {},
         "dream": {"summary": row["summary"], "extracted": row["extracted"], "linked": row["linked"],
-                  "dated": row["dated"], "times": row["times"],
+                  "dated": row["dated"], "times": row["times"], "keyed": row["keyed"], "keys": row["keys"],
                   "extracted_subjects": [_with_ref(item, refs) for item in extracted] if extracted is not None
                   else None,
                   "subjects": [refs[s] for s in row["subject_ids"] if s in refs]}})
@@ -125,6 +128,10 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
             return result
         ids = {row["content_hash"]: row["id"] for row in conn.execute(load_sql("export/pair_ids_by_hash"), {
             **params, "hashes": [p.content_hash for p in pairs]})}
+        # Keys need vectors: with embed=False they are left to the next dream's keying stage, which writes
+        # the same keys (they are deterministic).
+        keyed = embed and any(dream.get("keyed") for dream in dreams)
+        keys: list[tuple[object, dict]] = []
         vectors = embed_cached(embedder, [subject_embedding_text(s["name"]) for s in subjects])
         new_ids = {}
         for subject, vector in zip(subjects, vectors, strict=True):
@@ -146,15 +153,23 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
                 **params, "pair_id": pair_id, "summary": dream.get("summary"),
                 "extracted_subjects": Jsonb(extracted) if extracted is not None else None,
                 "extracted": bool(dream.get("extracted")), "linked": bool(dream.get("linked")),
-                "dated": bool(dream.get("dated"))})
+                "dated": bool(dream.get("dated")), "keyed": keyed and bool(dream.get("keyed"))})
             for source in ("text", "llm"):
                 times = [t for t in dream.get("times") or [] if t["source"] == source]
                 if times:
                     write_pair_times(conn, user_id, kg_id, source,
                                      [(pair_id, t["position"], t["expression"], _time_range(t)) for t in times])
+            if keyed and dream.get("keyed"):
+                keys += [(pair_id, key) for key in dream["keys"]]
             for ref in dream.get("subjects") or []:
                 result.links += conn.execute(load_sql("export/insert_link"), {
                     **params, "subject_id": new_ids[ref], "pair_id": pair_id}).rowcount
+        if keys:
+            vectors = embedder.embed([key["text"] for _, key in keys])
+            conn.execute(load_sql("pipeline/insert_keys"), {
+                **params, "pair_ids": [pair_id for pair_id, _ in keys], "kinds": [key["kind"] for _, key in keys],
+                "positions": [key["position"] for _, key in keys], "texts": [key["text"] for _, key in keys],
+                "embeddings": [np.asarray(vector, dtype=np.float32) for vector in vectors]})
         result.subjects, result.graph_imported = len(subjects), True
     refresh_profile(database, user_id, kg_id, centroid_tolerance=0.0)
     return result
@@ -289,7 +304,7 @@ def _dream(dream: object, where: str) -> dict:
     dream = {} if dream is None else dream
     if not isinstance(dream, dict):
         raise InvalidInputError("dream", "must be an object", where)
-    for flag in ("extracted", "linked", "dated"):
+    for flag in ("extracted", "linked", "dated", "keyed"):
         if not isinstance(dream.get(flag, False), bool):
             raise InvalidInputError(f"dream.{flag}", "must be true or false", where)
     summary = dream.get("summary")
@@ -322,7 +337,21 @@ def _dream(dream: object, where: str) -> dict:
         if not valid:
             raise InvalidInputError("dream.times", f"holds an event this instance cannot store: {str(t)[:80]}", where)
         seen.add(key)
-    return dream | {"subjects": subjects}
+    keys = dream.get("keys") or []
+    if not isinstance(keys, list):
+        raise InvalidInputError("dream.keys", "must be a list", where)
+    seen_keys = set()
+    for k in keys:
+        try:
+            valid = (k["kind"] in KEY_KINDS and _integer(k["position"]) and 0 <= k["position"] <= MAX_TURN_INDEX
+                     and isinstance(k["text"], str) and 1 <= len(k["text"]) <= 400 and not text_problem(k["text"])
+                     and (k["kind"], k["position"]) not in seen_keys)
+        except (KeyError, TypeError):
+            valid = False
+        if not valid:
+            raise InvalidInputError("dream.keys", f"holds a key this instance cannot store: {str(k)[:80]}", where)
+        seen_keys.add((k["kind"], k["position"]))
+    return dream | {"subjects": subjects, "keys": keys}
 
 
 def _text(value: object, name: str, where: str, *, max_chars: int, required: bool = False) -> str:

@@ -57,7 +57,7 @@ def list_pairs(user_id: str, kg_id: str = "default", *, session_id: str | None =
 
 
 def read_pair(user_id: str, pair_id: str, kg_id: str = "default", *, database: Database | None = None) -> dict | None:
-    """One pair of the user with its subjects and dated events, or None."""
+    """One pair of the user with its subjects, dated events and index keys, or None."""
     params = _scope(user_id, kg_id) | {"pair_id": _uuid(pair_id, "pair_id")}
     with _database(database).connect(vectors=False) as conn:
         row = conn.execute(load_sql("inspect/pair"), params).fetchone()
@@ -65,7 +65,8 @@ def read_pair(user_id: str, pair_id: str, kg_id: str = "default", *, database: D
             return None
         return dict(row) | {
             "subjects": [dict(r) for r in conn.execute(load_sql("inspect/pair_subjects"), params)],
-            "times": [dict(r) for r in conn.execute(load_sql("inspect/pair_times"), params)]}
+            "times": [dict(r) for r in conn.execute(load_sql("inspect/pair_times"), params)],
+            "keys": [dict(r) for r in conn.execute(load_sql("inspect/pair_keys"), params)]}
 
 
 def list_subjects(user_id: str, kg_id: str = "default", *, search: str | None = None, limit: int = 50,

@@ -28,7 +28,7 @@ from dreaming_dagster.hubs import (
 )
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.save import SaveResult, save_pairs
-from dreaming_dagster.pipeline import batches, dating, extracting, graph_reports, linking, refining
+from dreaming_dagster.pipeline import batches, dating, extracting, graph_reports, keying, linking, refining
 from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, merge_ratio
 from dreaming_dagster.pipeline.refinement import Refiner
 from dreaming_dagster.retrieval.profiles import refresh_profile
@@ -77,6 +77,7 @@ STAGES: tuple[Stage, ...] = (
                                                             batch_size=s.embedding_batch_size),
           "embedding", per_graph=False),
     Stage("pair_dates", lambda s, kg: dating.date_pending(s.database, s.user_id, kg), "dating"),
+    Stage("pair_keys", lambda s, kg: keying.key_pending(s.database, s.embedder, s.user_id, kg), "keys"),
     Stage("pair_subjects", lambda s, kg: extracting.extract_pending(s.database, s.extractor, s.user_id, kg), "extraction"),
     Stage("subjects", lambda s, kg: linking.merge_pending(s.database, s.embedder, s.user_id, kg,
                                                          threshold=s.threshold), "merge"),
@@ -109,6 +110,7 @@ class SyncResult:
     user_id: str
     embedding: dict = field(default_factory=dict)
     dating: dict = field(default_factory=dict)
+    keys: dict = field(default_factory=dict)
     extraction: dict = field(default_factory=dict)
     merge: dict = field(default_factory=dict)
     links: dict = field(default_factory=dict)

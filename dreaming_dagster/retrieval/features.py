@@ -1,4 +1,4 @@
-"""The ranker's 17 situation features: what the model knows about the query besides its embedding.
+"""The ranker's 18 situation features: what the model knows about the query besides its embedding.
 
 Each feature is scaled to roughly [0, 1] (sin/cos to [-1, 1]) so no input dominates the MLP by units.
 
@@ -15,9 +15,11 @@ Each feature is scaled to roughly [0, 1] (sin/cos to [-1, 1]) so no input domina
 | 14 | ``session_size`` | log1p(pairs in that session) / log1p(1,000), capped at 1 |
 | 15 | ``subject_count`` | log1p(live subjects) / log1p(100,000), capped at 1: how much graph the graph signals stand on |
 | 16 | ``query_length`` | log1p(words in the query) / log1p(200), capped at 1: short queries lean on context |
+| 17 | ``window_share`` | days of the question's time window / days from the user's first pair to the query, capped at 1; 0 without a window: how little of this user's memory the window singles out |
 
 Features 0–10 are the reference's (question type, time of day, time since the last query, total memories,
-days since the first memory, drift); 11–16 are ours.
+days since the first memory, drift); 11–17 are ours. ``window_share`` lets one model weigh ``time_fit``
+where a window picks out a few days of years of memory and not where the whole memory spans a fortnight.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "qtype_single_session", "qtype_multi_session", "qtype_knowledge_update", "qtype_temporal",
     "qtype_preference", "hour_sin", "hour_cos", "since_last_query", "memory_count", "account_age",
     "subject_drift", "weekday_sin", "weekday_cos", "in_session", "session_size", "subject_count",
-    "query_length",
+    "query_length", "window_share",
 )
-assert len(FEATURE_NAMES) == 17
+assert len(FEATURE_NAMES) == 18
 
 # LongMemEval's six question types fold into the five the ranker distinguishes.
 LONGMEMEVAL_TYPES: dict[str, str] = {
@@ -73,9 +75,20 @@ def _log_scaled(value: float, full_scale: float) -> float:
     return min(math.log1p(max(value, 0.0)) / math.log1p(full_scale), 1.0)
 
 
+def window_share(window_days: int | None, profile: UserProfile, query_time: datetime) -> float:
+    """The share of the user's memory span (first pair → query) the question's window covers, capped at 1."""
+    if not window_days:
+        return 0.0
+    if profile.first_memory_at is None:
+        return 1.0
+    span_days = max((query_time - profile.first_memory_at).total_seconds() / 86400, 1.0)
+    return min(window_days / span_days, 1.0)
+
+
 def build_features(*, question_type: str | None, query: str, query_time: datetime, profile: UserProfile,
-                   session_id: str | None) -> np.ndarray:
-    """The 17 features in :data:`FEATURE_NAMES` order, as float32."""
+                   session_id: str | None, window_days: int | None = None) -> np.ndarray:
+    """The 18 features in :data:`FEATURE_NAMES` order, as float32 (``window_days``: the length of the
+    question's time window, None when it names no time)."""
     if question_type is not None and question_type not in QUESTION_TYPES:
         raise ValueError(f"question_type must be one of {list(QUESTION_TYPES)}, got {question_type!r}")
     if query_time.tzinfo is None:
@@ -108,5 +121,6 @@ def build_features(*, question_type: str | None, query: str, query_time: datetim
         _log_scaled(profile.session_pair_count if session_id is not None else 0, 1000),
         _log_scaled(profile.subject_count, 100_000),
         _log_scaled(len(query.split()), 200),
+        window_share(window_days, profile, query_time),
     ]
     return np.asarray(values, dtype=np.float32)

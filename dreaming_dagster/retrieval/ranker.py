@@ -1,10 +1,11 @@
 """The Composite ranker: a small torch MLP that reads the query and its situation and picks the weights
 of the ranking signals (and a scale), plus its file format.
 
-v4 reads the query embedding concatenated with the 17 features (:mod:`.features`) and outputs a softmax
-over the nine signals and a positive scale; v3 is the same network over the first eight (no ``time_fit``),
-v2 over the first seven (no ``lex``), v1 over three: ``cos``, ``rec_lin`` and ``subj_freq``. An older model
-gives ``time_fit`` no weight (the time-window pool still draws its candidates). Scores are ``scale × Σ wₖ·sₖ``: the scale never changes the order
+v5 reads the query embedding concatenated with the 18 features (:mod:`.features`) and outputs a softmax
+over the ten signals and a positive scale; v4 is the same network over the first nine (no ``key_match``),
+v3 over the first eight (no ``time_fit``), v2 over the first seven (no ``lex``), v1 over three: ``cos``,
+``rec_lin`` and ``subj_freq``. An older model gives the signals it lacks no weight (their sides still draw
+candidates). Scores are ``scale × Σ wₖ·sₖ``: the scale never changes the order
 inside one query, but it sets how sharply scores separate, which is what ApproxNDCG trains against, and
 it keeps scores comparable across queries.
 
@@ -36,12 +37,13 @@ from dreaming_dagster.retrieval.signals import (
     V1_SIGNAL_NAMES,
     V2_SIGNAL_NAMES,
     V3_SIGNAL_NAMES,
+    V4_SIGNAL_NAMES,
     expand_weights,
 )
 
 FILE_FORMAT = "dreaming-composite-ranker"
 SIGNALS_BY_VERSION: dict[str, tuple[str, ...]] = {"v1": V1_SIGNAL_NAMES, "v2": V2_SIGNAL_NAMES, "v3": V3_SIGNAL_NAMES,
-                                                  "v4": SIGNAL_NAMES}
+                                                  "v4": V4_SIGNAL_NAMES, "v5": SIGNAL_NAMES}
 VERSION_BY_HEAD_SIZE = {len(names): version for version, names in SIGNALS_BY_VERSION.items()}
 DEFAULT_HIDDEN = (128, 64)
 
@@ -118,7 +120,7 @@ def save_ranker(model: CompositeRanker, path: Path, *, embedding_model: str, ext
 
 
 def load_ranker(path: Path) -> RankerFile:
-    """Load a v1–v4 ranker file, telling the versions apart by the shape of the weight head."""
+    """Load a v1–v5 ranker file, telling the versions apart by the shape of the weight head."""
     started = time.perf_counter()
     path = Path(path)
     try:
@@ -132,13 +134,13 @@ def load_ranker(path: Path) -> RankerFile:
     if metadata.get("format") != FILE_FORMAT:
         raise RankerFileError(f"{path}: metadata 'format' is {metadata.get('format')!r}, expected {FILE_FORMAT!r}")
     head = tensors.get("weight_head.weight")
-    first = tensors.get("trunk.0.weight")
-    if head is None or first is None:
-        raise RankerFileError(f"{path}: missing tensors weight_head.weight / trunk.0.weight")
+    first = tensors.get("trunk.0.weight", head)  # a network without hidden layers reads its inputs in the head
+    if head is None:
+        raise RankerFileError(f"{path}: missing tensor weight_head.weight")
     version = VERSION_BY_HEAD_SIZE.get(head.shape[0])
     if version is None:
         raise RankerFileError(f"{path}: weight head has {head.shape[0]} outputs; a v1 ranker has 3, a v2 7, a v3 8, "
-                              "a v4 9")
+                              "a v4 9, a v5 10")
     declared = metadata.get("version")
     if declared and declared != version:
         raise RankerFileError(f"{path}: metadata says {declared} but the weight head's shape is {version}'s")
@@ -168,7 +170,7 @@ def load_ranker(path: Path) -> RankerFile:
 
 @dataclass(frozen=True)
 class SignalWeights:
-    """What a ranker chose for one query: the nine weights (in SIGNAL_NAMES order) and the scale."""
+    """What a ranker chose for one query: the ten weights (in SIGNAL_NAMES order) and the scale."""
 
     weights: tuple[float, ...]
     scale: float
@@ -184,7 +186,7 @@ COSINE_AND_TIME = SignalWeights(weights=COSINE_AND_TIME_WEIGHTS, scale=1.0,
 
 
 def predict_weights(ranker: RankerFile, query_embedding: np.ndarray, features: np.ndarray) -> SignalWeights:
-    """One forward pass (sub-millisecond on CPU) → the nine SQL weights and the scale."""
+    """One forward pass (sub-millisecond on CPU) → the ten SQL weights and the scale."""
     if query_embedding.shape[-1] != ranker.embedding_dim:
         raise ValueError(f"the ranker {ranker.name} reads {ranker.embedding_dim}-d query embeddings, "
                          f"got {query_embedding.shape[-1]}-d; retrain it for this embedder")

@@ -1,4 +1,4 @@
-"""recall(): the best memories for a query, ranked by the nine signals with the weights a model chose.
+"""recall(): the best memories for a query, ranked by the ten signals with the weights a model chose.
 
 One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool (the top pairs by
 cosine, the BM25 top it is given, pairs through the graph and from the question's time window), computes
@@ -34,6 +34,7 @@ from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
 from dreaming_dagster.dates.questions import NO_TIME, TimeQuery, read_question
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
+from dreaming_dagster.retrieval.coverage import gathers, spread_over_sessions
 from dreaming_dagster.retrieval.features import QUESTION_TYPES, build_features
 from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile
@@ -62,6 +63,7 @@ logger = logging.getLogger(__name__)
 # Defaults are the settings' declared ones (DREAMING_RECALL_*), stated once there.
 DEFAULT_POOL_SIZE: int = DECLARED_DEFAULTS.recall_pool_size
 DEFAULT_LEXICAL_POOL_SIZE: int = DECLARED_DEFAULTS.recall_lexical_pool_size
+SPREAD_READ = 4  # a question that gathers reads 4k rows to spread its top k over sessions
 
 
 @dataclass(frozen=True)
@@ -262,11 +264,12 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
                          session_id: str | None = None, remember_query: bool = False,
                          hubs: HubRule = DEFAULT_HUB_RULE, graph: GraphSide = NO_GRAPH_SIDE,
                          time: TimeQuery = NO_TIME, time_side: TimeSide = NO_TIME_SIDE,
-                         side_embeddings: Sequence[np.ndarray] = ()) -> dict[str, Any]:
+                         side_embeddings: Sequence[np.ndarray] = (), key_pool_size: int = 0) -> dict[str, Any]:
     """The ranking statement's parameters (also what EXPLAIN in tests and benchmarks binds).
     ``lexical_pool_pairs``: the BM25 top's pair numbers (None: :func:`composite_rows` finds them);
     ``time``: the question's time (its window feeds time_fit and, with ``time_side``, the window pool);
-    ``side_embeddings``: the embeddings of ``time.sides`` (a two-sided question: each side draws candidates)."""
+    ``side_embeddings``: the embeddings of ``time.sides`` (a two-sided question: each side draws candidates);
+    ``key_pool_size``: candidates drawn through their index keys (0: none)."""
     window = time.window
     sides = [np.asarray(e, dtype=np.float32) for e in side_embeddings][:2] if time_side.pool_size else []
     sides += [None] * (2 - len(sides))
@@ -276,12 +279,13 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
         "query_text": clean_text(query_text), "pool_size": pool_size, "lexical_pool_size": lexical_pool_size,
         "lexical_seed_postings": lexical_pruning.seed_postings, "lexical_pool_pairs": lexical_pool_pairs,
         "bm25_k1": BM25_K1, "bm25_b": BM25_B,
-        "row_limit": row_limit or pool_size + lexical_pool_size + graph.pool_size + 2 * time_side.pool_size,
+        "row_limit": row_limit or pool_size + lexical_pool_size + graph.pool_size + key_pool_size
+        + 2 * time_side.pool_size,
         "as_of": as_of,
         "reference_time": reference_time or as_of or datetime.now(UTC), "session_id": session_id,
         "weights": list(weights.weights), "scale": weights.scale, "remember_query": remember_query,
         "hub_share": hubs.share, "hub_min_pairs": hubs.min_pairs,
-        "graph_pool_size": graph.pool_size, "graph_subjects": graph.subjects,
+        "graph_pool_size": graph.pool_size, "graph_subjects": graph.subjects, "key_pool_size": key_pool_size,
         "window_first": window.first_day if window else None, "window_last": window.last_day if window else None,
         "window_margin_days": time.margin_days, "window_certainty": window.certainty if window else 0.0,
         "window_pool_size": time_side.pool_size if window or sides[0] is not None else 0,
@@ -291,7 +295,7 @@ def composite_parameters(*, user_id: str, kg_id: str, query_embedding: np.ndarra
 
 # The pool's sides, as a result names them, and the statement's column for each.
 DRAWN_BY = {"vector": "in_vector_pool", "lexical": "in_lexical_pool", "graph": "in_graph_pool",
-            "time": "in_window_pool"}
+            "key": "in_key_pool", "time": "in_window_pool"}
 
 
 def to_memory(row: Mapping[str, Any]) -> RecalledMemory:
@@ -336,6 +340,8 @@ class Recaller:
                  lexical_pruning: LexicalPruning = DEFAULT_LEXICAL_PRUNING,
                  ef_search: int = DECLARED_DEFAULTS.recall_ef_search, hubs: HubRule = DEFAULT_HUB_RULE,
                  graph: GraphSide = DEFAULT_GRAPH_SIDE, time_side: TimeSide = DEFAULT_TIME_SIDE,
+                 key_pool_size: int = DECLARED_DEFAULTS.recall_key_pool_size,
+                 session_spread: int = DECLARED_DEFAULTS.recall_session_spread,
                  connections: int = DECLARED_DEFAULTS.recall_connections,
                  lexical_cache_mb: int = DECLARED_DEFAULTS.recall_lexical_cache_mb,
                  prepared_statements: bool = DECLARED_DEFAULTS.recall_prepared_statements,
@@ -355,7 +361,7 @@ class Recaller:
         self.ranker_path = Path(ranker_path) if ranker_path else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
         self.pool_size, self.ef_search, self.hubs, self.graph = pool_size, ef_search, hubs, graph
-        self.time_side = time_side
+        self.time_side, self.key_pool_size, self.session_spread = time_side, key_pool_size, session_spread
         self.connections, self.prepared_statements, self.limits = connections, prepared_statements, limits
         self._pool: ConnectionPool | None = None
         self._lock = threading.Lock()
@@ -412,6 +418,7 @@ class Recaller:
                                                                       subjects=settings.recall_graph_subjects),
                    time_side=TimeSide(pool_size=settings.recall_time_pool_size,
                                       scan_limit=settings.recall_time_scan_limit),
+                   key_pool_size=settings.recall_key_pool_size, session_spread=settings.recall_session_spread,
                    connections=settings.recall_connections, lexical_cache_mb=settings.recall_lexical_cache_mb,
                    prepared_statements=settings.recall_prepared_statements,
                    limits=RecallLimits.from_settings(settings))
@@ -458,21 +465,29 @@ class Recaller:
                 started = time.perf_counter()
                 question_type = question_type or self.predict_question_type(query_embedding)
                 features = build_features(question_type=question_type, query=request.query,
-                                          query_time=query_time, profile=profile, session_id=request.session_id)
+                                          query_time=query_time, profile=profile, session_id=request.session_id,
+                                          window_days=asked.window.days if asked.window else None)
                 weights = predict_weights(ranker, query_embedding, features)
                 timings["model"] = (time.perf_counter() - started) * 1000
+            # A question that gathers reads more rows, so its top k can be spread over sessions.
+            spread = self.session_spread and gathers(request.query, question_type)
             started = time.perf_counter()
             rows = composite_rows(conn, lexical_postings=self.lexical_postings, user_id=request.user_id, kg_id=request.kg_id,
                                   query_embedding=query_embedding, query_text=request.query, weights=weights,
                                   pool_size=pool_size, lexical_pool_size=self.lexical_pool_size,
                                   lexical_pruning=self.lexical_pruning,
-                                  row_limit=request.k, as_of=request.as_of, reference_time=query_time,
+                                  row_limit=SPREAD_READ * request.k if spread else request.k, as_of=request.as_of,
+                                  reference_time=query_time,
                                   session_id=request.session_id, hubs=self.hubs, graph=self.graph,
                                   time=asked, time_side=self.time_side, side_embeddings=side_embeddings,
+                                  key_pool_size=self.key_pool_size,
                                   remember_query=remember_query and request.as_of is None)
             timings["query"] = (time.perf_counter() - started) * 1000
         if any(not math.isfinite(float(row["score"])) for row in rows):
             raise RuntimeError(f"ranker {weights.model} produced a non-finite score")
+        if spread:
+            order = spread_over_sessions([row["session_id"] for row in rows], request.k, self.session_spread)
+            rows = [rows[i] for i in order[:request.k]]
         return RecallResult(user_id=request.user_id, kg_id=request.kg_id, query=request.query,
                             memories=[to_memory(row) for row in rows], weights=weights,
                             question_type=question_type, timings_ms=timings, time=asked)

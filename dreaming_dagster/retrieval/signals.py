@@ -1,4 +1,4 @@
-"""The nine ranking signals, their names and order, and a plain-Python reference implementation.
+"""The ten ranking signals, their names and order, and a plain-Python reference implementation.
 
 Serving computes the signals in one SQL statement (``dbt_like_sql/retrieval/composite_ranking.sql``);
 this module states the same definitions in Python so the SQL can be checked against them (tests compare
@@ -23,14 +23,17 @@ the two to 1e-6) and so the definitions read in one place. Every signal is in [0
 - ``time_fit``: how well the pair's times — the day it was said and the times its user turn mentions
   (pipeline/dating.py) — fit the question's time window (dates/questions.py): the best :func:`range_fit`
   over them, each mention's by its certainty, times the window's certainty; 0 for every pair when the
-  question names no time.
+  question names no time;
+- ``key_match``: the highest cosine between the query and one of the pair's index keys (extraction/keys.py:
+  what the user states about themselves, dated events), clamped at 0; 0 without keys.
 
 BM25 (:func:`bm25`): for each distinct query lexeme t the pair holds, idf(t) · tf·(k1+1) / (tf + k1·(1 − b
 + b·len/avg_len)), with idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5)); N, df and avg_len are the user's.
 Lexemes are Postgres' 'english' text-search lexemes; the SQL tokenizes, this module only scores.
 
 The pool the signals are computed over is the union of the top candidates by cosine, by BM25, through the
-graph and from inside the question's time window, so a pair found by any one side has all nine signals.
+graph, through index keys and from inside the question's time window, so a pair found by any one side has
+all ten signals.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ from dreaming_dagster.dates.questions import MARGIN_DAYS
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 
 SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density",
-                                  "lex", "time_fit")
+                                  "lex", "time_fit", "key_match")
+V4_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:9]
 V3_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:8]
 V2_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:7]
 V1_SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "subj_freq")
@@ -59,9 +63,9 @@ BM25_B = 0.75
 # With no trained model the ranking is pure cosine, so recall works from the first stored pair; when the
 # question names a time, cosine plus time_fit at TIME_WEIGHT (chosen on the training split of `make
 # bench-time`: Recall@10 of its questions with a time expression by weight).
-COSINE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+COSINE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 TIME_WEIGHT = 0.5
-COSINE_AND_TIME_WEIGHTS: tuple[float, ...] = COSINE_WEIGHTS[:8] + (TIME_WEIGHT,)
+COSINE_AND_TIME_WEIGHTS: tuple[float, ...] = COSINE_WEIGHTS[:8] + (TIME_WEIGHT, 0.0)
 
 
 def expand_weights(weights: Sequence[float], signal_names: Sequence[str]) -> list[float]:
@@ -140,13 +144,15 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
                       reference_time: datetime, session_id: str | None,
                       lexical_scores: Mapping[str, float] | None = None, user_pairs: int = 0,
                       hubs: HubRule = DEFAULT_HUB_RULE, window: TimeRange | None = None,
-                      pair_times: Mapping[str, Sequence[TimeRange]] | None = None) -> dict[str, dict[str, float]]:
-    """The nine signals of every pool pair, by pair id, computed the slow and obvious way.
+                      pair_times: Mapping[str, Sequence[TimeRange]] | None = None,
+                      pair_keys: Mapping[str, Sequence[np.ndarray]] | None = None) -> dict[str, dict[str, float]]:
+    """The ten signals of every pool pair, by pair id, computed the slow and obvious way.
 
     ``pair_subjects`` maps a pair to its live subjects; ``subject_link_counts`` counts each subject's
     links (to pairs before as_of); ``lexical_scores`` is each pair's BM25 (:func:`bm25`; missing means 0);
     ``user_pairs`` is the user's whole memory (N of the subjects' specificity); ``pool`` is the candidate
-    pool already chosen; ``window`` the question's time window and ``pair_times`` each pair's mentioned times.
+    pool already chosen; ``window`` the question's time window and ``pair_times`` each pair's mentioned times;
+    ``pair_keys`` each pair's key vectors.
     """
     if not pool:
         return {}
@@ -185,10 +191,12 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
             "neighbor_density": neighbors[p.pair_id] / max_neighbors if max_neighbors else 0.0,
             "lex": lexical[p.pair_id] / max_lexical if max_lexical else 0.0,
             "time_fit": time_fit(p.occurred_at, (pair_times or {}).get(p.pair_id, ()), window),
+            "key_match": min(max(max((_cosine(query, k) for k in (pair_keys or {}).get(p.pair_id, ())),
+                                     default=0.0), 0.0), 1.0),
         }
     return signals
 
 
 def combined_score(signals: Mapping[str, float], weights: Sequence[float], scale: float) -> float:
-    """scale × Σ wₖ·sₖ over the nine signals (the SQL's score)."""
+    """scale × Σ wₖ·sₖ over the ten signals (the SQL's score)."""
     return scale * sum(w * signals[name] for w, name in zip(weights, SIGNAL_NAMES, strict=True))

@@ -45,7 +45,7 @@ class RankedMemory(Memory):
 
     turn_index: int | None
     signals: dict[str, float]
-    drawn_by: list[str]  # the pool's sides that drew it: vector, lexical, graph, time
+    drawn_by: list[str]  # the pool's sides that drew it: vector, lexical, graph, key, time
 
 
 class Recalled(BaseModel):
@@ -193,12 +193,21 @@ class PairTime(BaseModel):
     source: str
 
 
+class PairKey(BaseModel):
+    kind: str  # statement or event
+    position: int
+    text: str
+    embedded: bool
+
+
 class PairDetail(PairState, PairText):
+    keyed: bool
     summary: str | None
     extraction_attempts: int | None
     extraction_error: str | None
     subjects: list[PairSubject]
     times: list[PairTime]
+    keys: list[PairKey]
 
 
 class SubjectRow(StoredSubject):

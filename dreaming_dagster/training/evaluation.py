@@ -8,96 +8,99 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dreaming_dagster.retrieval.coverage import DEFAULT_PER_SESSION, gathers, spread_over_sessions
 from dreaming_dagster.retrieval.ranker import SIGNALS_BY_VERSION, CompositeRanker
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.training.baselines import model_free_scores
 from dreaming_dagster.training.metrics import METRIC_NAMES
 from dreaming_dagster.training.train import TrainingData, mean_metric, model_scores, ranking_metrics
+from dreaming_dagster.training.variants import PUBLISHED_VERSION, ablation_data, version_of
 
 LONGMEMEVAL_TYPE_ORDER = ("knowledge-update", "single-session-assistant", "single-session-user", "multi-session",
                           "temporal-reasoning", "single-session-preference")
-
-
-RRF_K = 60  # reciprocal-rank fusion's constant, as the hybrid issue measured it
+BY_TYPE_METRICS = ("recall@10", "ndcg@10", "session_all@10")
+SPREAD = f"{PUBLISHED_VERSION} + sessions spread"
 
 
 @dataclass
 class Evaluation:
-    # split → method → metric → mean. Methods: the baselines (cosine over the cosine pool; BM25 and their
-    # reciprocal-rank fusion over the hybrid pool), each model with the predicted question type, models
-    # trained on the cosine pool alone, and the gold-type variants.
+    # split → method → metric → mean. Methods: the orderings without a model (cosine over the cosine pool;
+    # BM25 and their reciprocal-rank fusion over the hybrid pool), each model over its own pools with the
+    # predicted question type, v5 with the top 10 spread over sessions for gathering questions, and v5 with
+    # the gold question type.
     overall: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-    # split → LongMemEval type → {"n": count, method: Recall@10}
-    recall10_by_type: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-    # method → signal → mean weight over the validation split (predicted type); and the mean scale
+    # split → LongMemEval type → {"n": count, method: {metric: mean}} for BY_TYPE_METRICS
+    by_type: dict[str, dict[str, dict]] = field(default_factory=dict)
+    # method → signal → mean weight over the first split (predicted type); and the mean scale
     mean_weights: dict[str, dict[str, float]] = field(default_factory=dict)
     questions: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"overall": self.overall, "recall@10_by_type": self.recall10_by_type,
-                "mean_weights": self.mean_weights, "questions": self.questions}
+        return {"overall": self.overall, "by_type": self.by_type, "mean_weights": self.mean_weights,
+                "questions": self.questions}
 
 
-def reciprocal_rank_fusion(score_sets: Sequence[np.ndarray], mask: np.ndarray, k: int = RRF_K) -> np.ndarray:
-    """Σ 1/(k + rank) over each score's order of the valid candidates (rank 1 = best), per question."""
-    fused = np.zeros(mask.shape, np.float64)
-    positions = np.broadcast_to(np.arange(mask.shape[1]), mask.shape)
-    for scores in score_sets:
-        order = np.argsort(-np.where(mask, scores, -np.inf), axis=1, kind="stable")
-        ranks = np.empty_like(order)
-        np.put_along_axis(ranks, order, positions, axis=1)
-        fused += np.where(mask, 1.0 / (k + ranks + 1), 0.0)
-    return fused
+def spread_scores(data: TrainingData, scores: np.ndarray, rows: Sequence[int], gathering: Sequence[bool],
+                  per_session: int = DEFAULT_PER_SESSION, k: int = 10) -> np.ndarray:
+    """``scores`` re-written so the ranking of each gathering question is spread over sessions
+    (retrieval/coverage.py); the other questions' scores are unchanged."""
+    out = np.array(scores, dtype=np.float64, copy=True)
+    for position, q in enumerate(rows):
+        if not gathering[position] or data.sessions is None:
+            continue
+        valid = np.flatnonzero(data.mask[q])
+        order = valid[np.lexsort((-data.similarity[q, valid], -scores[position, valid]))]
+        spread = [order[i] for i in spread_over_sessions(data.sessions[q, order].tolist(), k, per_session)]
+        out[position, spread] = np.arange(len(spread), 0, -1, dtype=np.float64)
+    return out
 
 
-def evaluate(data: TrainingData, models: Mapping[str, CompositeRanker], *, predicted_features: np.ndarray,
-             gold_features: np.ndarray, splits: Mapping[str, Sequence[int]],
-             cosine_pool_models: Mapping[str, CompositeRanker] | None = None,
-             gold_type_versions: Sequence[str] | None = None) -> Evaluation:
-    """Every method on each split's questions, all on identical pools.
+def evaluate(data: TrainingData, models: Mapping[str, CompositeRanker], *, predicted_types: Sequence[str],
+             splits: Mapping[str, Sequence[int]], gold_type_keys: Sequence[str] = (PUBLISHED_VERSION,),
+             per_session: int = DEFAULT_PER_SESSION) -> Evaluation:
+    """Every method on each split's questions, all on identical pools (an ablation on its own: the same
+    pools without what it leaves out).
 
-    ``models`` (by version) rank the full pool of ``data`` (the hybrid pool when it has lexical
-    candidates); ``cosine_pool_models`` rank only the candidates cosine drew (a model trained before
-    lexical retrieval, for comparison). Gold-type rows are added for ``gold_type_versions`` (default:
-    every model).
+    ``models`` maps a model key (a version, or an ablation's key: training/variants.py) to its network.
     """
     evaluation = Evaluation()
     cosine_pool = data.vector_pool()
-    gold_type_versions = list(models) if gold_type_versions is None else list(gold_type_versions)
-    cos, lex = SIGNAL_NAMES.index("cos"), SIGNAL_NAMES.index("lex")
+    gathering_all = [gathers(query, kind) for query, kind in zip(data.queries, predicted_types, strict=True)]
     for split, rows in splits.items():
         rows = list(rows)
         evaluation.questions[split] = len(rows)
-        signals = data.signals[rows]
-        per_method: dict[str, list[dict[str, float]]] = {
-            "cosine": ranking_metrics(cosine_pool, signals[..., cos], rows)}
-        if cosine_pool is not data:
-            per_method["bm25"] = ranking_metrics(data, signals[..., lex], rows)
-            per_method["cosine+bm25 (RRF)"] = ranking_metrics(
-                data, reciprocal_rank_fusion([signals[..., cos], signals[..., lex]], data.mask[rows]), rows)
-        runs = [(f"{version} (cosine pool)", version, model, cosine_pool, predicted_features)
-                for version, model in (cosine_pool_models or {}).items()]
-        runs += [(version, version, model, data, predicted_features) for version, model in models.items()]
-        runs += [(f"{version} (gold type)", version, models[version], data, gold_features)
-                 for version in gold_type_versions]
-        for label, version, model, pool, features in runs:
-            scores, weights, scales = model_scores(model, pool, features, version, rows)
-            per_method[label] = ranking_metrics(pool, scores, rows)
-            if split == "validation" and "gold" not in label:
-                names = SIGNALS_BY_VERSION[version]
+        if not rows:
+            continue
+        per_method: dict[str, list[dict[str, float]]] = {}
+        for name, scores in model_free_scores(data.signals[rows], data.mask[rows]).items():
+            if name != "cosine" and cosine_pool is data:
+                continue  # a cosine-only pool: BM25 and the fusion are not rankings of their own
+            per_method[name] = ranking_metrics(cosine_pool if name == "cosine" else data, scores, rows)
+        runs = [(key, key, predicted_types) for key in models]
+        runs += [(f"{key} (gold type)", key, data.ranker_types) for key in gold_type_keys if key in models]
+        for label, key, types in runs:
+            pools = ablation_data(data, key)
+            version = version_of(key)
+            scores, weights, scales = model_scores(models[key], pools, pools.features(types), version, rows)
+            per_method[label] = ranking_metrics(pools, scores, rows)
+            if key == PUBLISHED_VERSION and label == key:
+                gathering = [gathering_all[q] for q in rows]
+                per_method[SPREAD] = ranking_metrics(
+                    pools, spread_scores(pools, scores, rows, gathering, per_session), rows)
+            if split == next(iter(splits)) and "gold" not in label:
                 evaluation.mean_weights[label] = {
-                    **{name: float(weights[:, i].mean()) for i, name in enumerate(names)},
+                    **{name: float(weights[:, i].mean()) for i, name in enumerate(SIGNALS_BY_VERSION[version])},
                     "scale": float(scales.mean())}
         evaluation.overall[split] = {method: {name: mean_metric(metrics, name) for name in METRIC_NAMES}
                                      for method, metrics in per_method.items()}
-        by_type: dict[str, dict[str, float]] = {}
+        by_type: dict[str, dict] = {}
         for question_type in LONGMEMEVAL_TYPE_ORDER:
             members = [i for i, q in enumerate(rows) if data.longmemeval_types[q] == question_type]
-            if not members:
-                continue
-            by_type[question_type] = {"n": len(members), **{
-                method: float(np.mean([metrics[i]["recall@10"] for i in members]))
-                for method, metrics in per_method.items() if "gold" not in method}}
-        evaluation.recall10_by_type[split] = by_type
+            if members:
+                by_type[question_type] = {"n": len(members), **{
+                    method: {name: mean_metric([metrics[i] for i in members], name) for name in BY_TYPE_METRICS}
+                    for method, metrics in per_method.items() if "gold" not in method}}
+        evaluation.by_type[split] = by_type
     return evaluation
 
 
@@ -105,46 +108,51 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
+REPORTED_METRICS = ("ndcg@10", "ndcg@5", "recall@10", "recall@5", "mrr", "needle_hit", "session_any@5",
+                    "session_all@5", "session_any@10", "session_all@10", "pool_recall")
+
+
 def markdown_report(evaluation: Evaluation, *, title: str, context: Mapping[str, str],
                     pool_label: str = "50") -> str:
     lines = [f"# {title}", ""]
     lines += [f"- **{key}**: {value}" for key, value in context.items()]
-    for split, heading in (("validation", "Validation split"), ("all", "All answerable questions")):
-        if split not in evaluation.overall:
-            continue
-        methods = list(evaluation.overall[split])
-        lines += ["", f"## {heading} ({evaluation.questions[split]} questions)", "",
+    for split, results in evaluation.overall.items():
+        methods = list(results)
+        lines += ["", f"## {split} ({evaluation.questions[split]} questions)", "",
                   "| metric | " + " | ".join(methods) + " |", "|---|" + "---:|" * len(methods)]
-        for metric in ("ndcg@10", "ndcg@5", "recall@10", "recall@5", "mrr", "needle_hit", "pool_recall"):
+        for metric in REPORTED_METRICS:
             cells = []
             for method in methods:
-                value = evaluation.overall[split][method][metric]
+                value = results[method][metric]
                 cells.append(f"{100 * value:.1f}%" if metric == "needle_hit" else _fmt(value))
-            name = {"needle_hit": "needle hit %",
+            name = {"needle_hit": "needle hit %", "session_any@5": "session recall_any@5",
+                    "session_all@5": "session recall_all@5", "session_any@10": "session recall_any@10",
+                    "session_all@10": "session recall_all@10",
                     "pool_recall": f"pool recall (ceiling; pool {pool_label})"}.get(metric, metric)
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        by_type = evaluation.recall10_by_type.get(split, {})
+        by_type = evaluation.by_type.get(split, {})
         if by_type:
             type_methods = [m for m in methods if "gold" not in m]
-            lines += ["", f"Recall@10 by question type ({heading.lower()}, predicted question type)", "",
+            lines += ["", f"Recall@10 / NDCG@10 by question type ({split}, predicted question type)", "",
                       "| question type | n | " + " | ".join(type_methods) + " |",
                       "|---|---:|" + "---:|" * len(type_methods)]
             for question_type, row in by_type.items():
-                lines.append(f"| {question_type} | {row['n']} | "
-                             + " | ".join(_fmt(row[m]) for m in type_methods) + " |")
+                lines.append(f"| {question_type} | {row['n']} | " + " | ".join(
+                    f"{_fmt(row[m]['recall@10'])} / {_fmt(row[m]['ndcg@10'])}" for m in type_methods) + " |")
     if evaluation.mean_weights:
-        versions = list(evaluation.mean_weights)
-        lines += ["", "## Mean learned weights (validation split, predicted question type)", "",
-                  "| signal | " + " | ".join(versions) + " |", "|---|" + "---:|" * len(versions)]
+        keys = list(evaluation.mean_weights)
+        lines += ["", f"## Mean learned weights ({next(iter(evaluation.overall))}, predicted question type)", "",
+                  "| signal | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
         for name in (*SIGNAL_NAMES, "scale"):
-            cells = [_fmt(evaluation.mean_weights[v][name]) if name in evaluation.mean_weights[v] else "–"
-                     for v in versions]
+            cells = [_fmt(evaluation.mean_weights[k][name]) if name in evaluation.mean_weights[k] else "–"
+                     for k in keys]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def training_curves_png(histories: Mapping[str, Sequence[dict]], cosine_validation_ndcg10: float) -> bytes:
-    """Loss and NDCG@10 per epoch for each trained version, with the cosine baseline, as PNG bytes."""
+def training_curves_png(histories: Mapping[str, Sequence[dict]], bar: tuple[str, float]) -> bytes:
+    """Loss and NDCG@10 per epoch for each trained model, with the best ordering without a model on the dev
+    questions (``bar``: name, NDCG@10), as PNG bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -155,8 +163,8 @@ def training_curves_png(histories: Mapping[str, Sequence[dict]], cosine_validati
         epochs = [row["epoch"] for row in history]
         loss_axis.plot(epochs, [row["loss"] for row in history], label=f"{version} train loss")
         ndcg_axis.plot(epochs, [row["train_ndcg@10"] for row in history], linestyle="--", label=f"{version} train")
-        ndcg_axis.plot(epochs, [row["validation_ndcg@10"] for row in history], label=f"{version} validation")
-    ndcg_axis.axhline(cosine_validation_ndcg10, color="grey", linestyle=":", label="cosine, validation")
+        ndcg_axis.plot(epochs, [row["dev_ndcg@10"] for row in history], label=f"{version} dev")
+    ndcg_axis.axhline(bar[1], color="grey", linestyle=":", label=f"{bar[0]}, dev")
     loss_axis.set(title="−ApproxNDCG (training)", xlabel="epoch")
     ndcg_axis.set(title="NDCG@10", xlabel="epoch")
     for axis in (loss_axis, ndcg_axis):

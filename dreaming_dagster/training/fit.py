@@ -1,18 +1,21 @@
-"""The ranker training step as one function: split, question-type classifier, the v4, v3, v2 and v1 models on
-the hybrid pool, and a v2 on the cosine pool alone (what the ranker was before lexical candidates)."""
+"""The ranker training step as one function: the split, the question-type classifier, the v5 … v1 models on
+the hybrid pools of every memory, and the ablations: v5 trained on the pooled oracle alone (the ranker
+before it met realistic haystacks), v5 without the time parts (no time-window candidates, no ``time_fit``,
+no window feature), v5 without the keys (no key candidates, no ``key_match``) and v2 on the cosine pool
+alone (the ranker before lexical candidates)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from dreaming_dagster.retrieval.features import QUESTION_TYPES
 from dreaming_dagster.retrieval.question_type import fit_classifier
-from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
-from dreaming_dagster.training.evaluation import reciprocal_rank_fusion
-from dreaming_dagster.training.split import stratified_split
+from dreaming_dagster.retrieval.ranker import DEFAULT_HIDDEN
+from dreaming_dagster.training.baselines import model_free_scores
+from dreaming_dagster.training.split import RankerSplit, ranker_split
 from dreaming_dagster.training.train import (
     TrainingData,
     TrainingOutcome,
@@ -20,92 +23,128 @@ from dreaming_dagster.training.train import (
     ranking_metrics,
     train_ranker,
 )
+from dreaming_dagster.training.variants import (
+    COSINE_POOL_VERSIONS,
+    ORACLE_MEMORY,
+    ORACLE_ONLY,
+    PUBLISHED_VERSION,
+    VERSIONS,
+    WITHOUT_KEYS,
+    WITHOUT_TIME,
+    ablation_data,
+    cosine_pool_key,
+)
 
-VERSIONS = ("v4", "v3", "v2", "v1")
-PUBLISHED_VERSION = VERSIONS[0]  # the newest: what recall() loads when it beats the rankings without a model
-COSINE_POOL_VERSIONS = ("v2",)
+
+def split_of(data: TrainingData) -> RankerSplit:
+    """The ranker's split over the pooled oracle's questions (every memory's questions fall in it by id; a
+    question only another memory holds trains)."""
+    oracle = [i for i, memory in enumerate(data.memories) if memory == ORACLE_MEMORY] or list(range(len(data)))
+    return ranker_split([data.question_ids[i] for i in oracle], [data.longmemeval_types[i] for i in oracle])
 
 
-def cosine_pool_key(version: str) -> str:
-    return f"{version}-cosine-pool"
+def part_rows(data: TrainingData, split: RankerSplit) -> dict[str, list[int]]:
+    """train / dev / validation → rows of ``data`` (every memory)."""
+    parts: dict[str, list[int]] = {"train": [], "dev": [], "validation": []}
+    for row, question_id in enumerate(data.question_ids):
+        parts[split.part_of(question_id) or "train"].append(row)
+    return parts
 
 
 @dataclass
 class FitReport:
     outcomes: dict[str, TrainingOutcome]
-    train_ids: list[str]
-    validation_ids: list[str]
-    predicted_types: dict[str, str]
-    classifier_validation_accuracy: float
-    cosine_validation_ndcg10: float
-    # Validation NDCG@10 of the model-free rankings of the same pools (BM25, cosine+BM25 fusion): a learned
-    # ranker serves only when it beats the best of them and cosine.
-    model_free_validation_ndcg10: dict[str, float] = field(default_factory=dict)
+    split: RankerSplit
+    predicted_types: dict[str, str]  # by question id (the same text in every memory)
+    classifier_dev_accuracy: float
+    # Dev NDCG@10 of the rankings without a model (cosine over its own pool; BM25 and the cosine+BM25
+    # fusion over the hybrid pool): a learned ranker serves only when it beats the best of them.
+    model_free_dev_ndcg10: dict[str, float] = field(default_factory=dict)
+    hidden: tuple[int, ...] = DEFAULT_HIDDEN  # the network chosen on dev
+    hidden_dev_ndcg10: dict[str, float] = field(default_factory=dict)  # each network tried → its v5's dev NDCG@10
 
     @property
     def bar(self) -> tuple[str, float]:
-        """The best ranking without a model on validation: (name, NDCG@10)."""
-        scores = {"cosine": self.cosine_validation_ndcg10, **self.model_free_validation_ndcg10}
+        """The best ranking without a model on the dev questions: (name, NDCG@10)."""
+        scores = self.model_free_dev_ndcg10
         best = max(scores, key=lambda name: (scores[name], name))
         return best, scores[best]
 
-    def rows(self, data: TrainingData, ids: list[str]) -> list[int]:
-        position = {qid: i for i, qid in enumerate(data.question_ids)}
-        return [position[qid] for qid in ids]
+    @property
+    def train_ids(self) -> list[str]:
+        return list(self.split.train)
+
+    @property
+    def validation_ids(self) -> list[str]:
+        return list(self.split.validation)
 
     def as_json(self) -> dict:
-        return {"train_ids": self.train_ids, "validation_ids": self.validation_ids,
-                "predicted_types": self.predicted_types,
-                "classifier_validation_accuracy": self.classifier_validation_accuracy,
-                "cosine_validation_ndcg@10": self.cosine_validation_ndcg10,
-                "model_free_validation_ndcg@10": self.model_free_validation_ndcg10,
-                "bar": {"ranking": self.bar[0], "validation_ndcg@10": self.bar[1]},
-                "models": {v: {"best_epoch": o.best_epoch, "best_validation_ndcg@10": o.best_validation_ndcg10,
+        return {"train_ids": list(self.split.train), "dev_ids": list(self.split.dev),
+                "validation_ids": list(self.split.validation), "predicted_types": self.predicted_types,
+                "classifier_dev_accuracy": self.classifier_dev_accuracy,
+                "model_free_dev_ndcg@10": self.model_free_dev_ndcg10,
+                "bar": {"ranking": self.bar[0], "dev_ndcg@10": self.bar[1]}, "hidden": list(self.hidden),
+                "hidden_dev_ndcg@10": self.hidden_dev_ndcg10,
+                "models": {v: {"best_epoch": o.best_epoch, "best_dev_ndcg@10": o.best_dev_ndcg10,
                                "history": o.history} for v, o in self.outcomes.items()}}
 
 
-def fit_rankers(data: TrainingData, *, embedding_model: str, validation_share: float = 0.2, seed: int = 0,
-                epochs: int = 50, learning_rate: float = 1e-3, temperature: float = 0.05, batch_size: int = 32,
+def fit_rankers(data: TrainingData, *, embedding_model: str, seed: int = 0, epochs: int = 50,
+                learning_rate: float = 1e-3, temperature: float = 0.05, batch_size: int = 32,
+                hidden_choices: Sequence[Sequence[int]] = (DEFAULT_HIDDEN,), ablations: bool = True,
                 log: Callable[[str], None] = print) -> FitReport:
-    """Split by question (stratified by LongMemEval type), train v4, v3, v2 and v1 on gold question types (and
-    v2 again on the cosine-pool candidates only, under ``v2-cosine-pool``), and
-    predict every question's type with a classifier fitted on the training split only (so validation
-    predictions are honest)."""
-    train_ids, validation_ids = stratified_split(data.question_ids, data.longmemeval_types,
-                                                 validation_share=validation_share, seed=seed)
-    position = {qid: i for i, qid in enumerate(data.question_ids)}
-    train_rows = [position[q] for q in train_ids]
-    validation_rows = [position[q] for q in validation_ids]
+    """Train v5 … v1 on gold question types over the training questions of every memory, each at its
+    best epoch by dev NDCG@10, with the network of ``hidden_choices`` whose v5 scores best on dev, and the
+    ablations when ``ablations``; predict every question's type with a classifier fitted on the training
+    questions only (so dev and validation predictions are honest)."""
+    split = split_of(data)
+    parts = part_rows(data, split)
+    train_rows, dev_rows = parts["train"], parts["dev"]
     classifier = fit_classifier(data.embeddings[train_rows], [data.ranker_types[i] for i in train_rows],
                                 embedding_model=embedding_model, seed=seed)
     predicted = [QUESTION_TYPES[i] for i in classifier.probabilities(data.embeddings).argmax(axis=1)]
-    accuracy = float(np.mean([predicted[i] == data.ranker_types[i] for i in validation_rows]))
-    gold_features = data.features(data.ranker_types)
+    accuracy = float(np.mean([predicted[i] == data.ranker_types[i] for i in dev_rows])) if dev_rows else float("nan")
     cosine_pool = data.vector_pool()
-    cosine = mean_metric(ranking_metrics(cosine_pool, data.signals[validation_rows][..., SIGNAL_NAMES.index("cos")],
-                                         validation_rows), "ndcg@10")
-    lexical = data.signals[validation_rows][..., SIGNAL_NAMES.index("lex")]
     model_free = {}
-    if cosine_pool is not data:  # a hybrid pool: BM25 and the fusion are rankings of their own
-        model_free["bm25"] = mean_metric(ranking_metrics(data, lexical, validation_rows), "ndcg@10")
-        fused = reciprocal_rank_fusion([data.signals[validation_rows][..., SIGNAL_NAMES.index("cos")], lexical],
-                                       data.mask[validation_rows])
-        model_free["cosine+bm25 (RRF)"] = mean_metric(ranking_metrics(data, fused, validation_rows), "ndcg@10")
-    log(f"{len(train_rows)} training / {len(validation_rows)} validation questions; cosine validation "
-        f"NDCG@10 {cosine:.4f}; question-type accuracy on validation {accuracy:.3f}")
-    outcomes = {}
-    runs = [(version, version, data) for version in VERSIONS]
-    if cosine_pool is not data:
-        runs += [(cosine_pool_key(version), version, cosine_pool) for version in COSINE_POOL_VERSIONS]
-    for key, version, pools in runs:
+    for name, scores in model_free_scores(data.signals[dev_rows], data.mask[dev_rows]).items():
+        pool = cosine_pool if name == "cosine" else data
+        model_free[name] = mean_metric(ranking_metrics(pool, scores, dev_rows), "ndcg@10")
+    log(f"{len(train_rows)} training / {len(dev_rows)} dev questions over "
+        f"{', '.join(sorted(set(data.memories)))}; dev NDCG@10 without a model: "
+        + ", ".join(f"{k} {v:.4f}" for k, v in model_free.items()) + f"; question-type accuracy on dev {accuracy:.3f}")
+    tried: dict[tuple[int, ...], TrainingOutcome] = {}
+    for choice in map(tuple, hidden_choices):
+        tried[choice] = train_ranker(data, data.features(data.ranker_types), train_rows, dev_rows,
+                                     version=PUBLISHED_VERSION, epochs=epochs, learning_rate=learning_rate,
+                                     seed=seed, temperature=temperature, batch_size=batch_size, hidden=choice)
+        log(f"{PUBLISHED_VERSION} with hidden layers {list(choice)}: dev NDCG@10 {tried[choice].best_dev_ndcg10:.4f}")
+    hidden = max(tried, key=lambda choice: tried[choice].best_dev_ndcg10)  # the first on a tie
+    runs = [(version, version, train_rows) for version in VERSIONS]
+    if ablations:
+        oracle_train = [row for row in train_rows if data.memories[row] == ORACLE_MEMORY]
+        if len(set(data.memories)) > 1 and oracle_train:
+            runs.append((ORACLE_ONLY, PUBLISHED_VERSION, oracle_train))
+        if data.side_masks.get("window") is not None and data.side_masks["window"].any():
+            runs.append((WITHOUT_TIME, PUBLISHED_VERSION, train_rows))
+        runs.append((WITHOUT_KEYS, PUBLISHED_VERSION, train_rows))
+        if cosine_pool is not data:
+            runs += [(cosine_pool_key(version), version, train_rows) for version in COSINE_POOL_VERSIONS]
+    outcomes = {PUBLISHED_VERSION: tried[hidden]}
+    for key, version, rows in runs:
+        if key in outcomes:
+            continue
+        pools = ablation_data(data, key)
+
         def report(row, key=key):
             if row["epoch"] == 1 or row["epoch"] % 10 == 0 or row["epoch"] == epochs:
                 log(f"{key} epoch {row['epoch']}/{epochs}: loss {row['loss']:.4f} · train NDCG@10 "
-                    f"{row['train_ndcg@10']:.4f} · validation NDCG@10 {row['validation_ndcg@10']:.4f}")
-        outcomes[key] = train_ranker(pools, gold_features, train_rows, validation_rows, version=version,
-                                     epochs=epochs, learning_rate=learning_rate, seed=seed,
-                                     temperature=temperature, batch_size=batch_size, on_epoch=report)
-    return FitReport(outcomes=outcomes, train_ids=train_ids, validation_ids=validation_ids,
+                    f"{row['train_ndcg@10']:.4f} · dev NDCG@10 {row['dev_ndcg@10']:.4f}")
+        features = pools.features(pools.ranker_types)
+        outcomes[key] = train_ranker(pools, features, rows, dev_rows, version=version, epochs=epochs,
+                                     learning_rate=learning_rate, seed=seed, temperature=temperature,
+                                     batch_size=batch_size, hidden=hidden, on_epoch=report)
+    outcomes = {key: outcomes[key] for key, _, _ in runs}  # in the order of the runs
+    return FitReport(outcomes=outcomes, split=split,
                      predicted_types=dict(zip(data.question_ids, predicted, strict=True)),
-                     classifier_validation_accuracy=accuracy, cosine_validation_ndcg10=cosine,
-                     model_free_validation_ndcg10=model_free)
+                     classifier_dev_accuracy=accuracy, model_free_dev_ndcg10=model_free, hidden=hidden,
+                     hidden_dev_ndcg10={str(list(choice)): outcome.best_dev_ndcg10 for choice, outcome in tried.items()})

@@ -82,11 +82,17 @@ def pair_hash(session_id: str, occurred_at: datetime, turn_index: int, user_mess
                       occurred_at=occurred_at, turn_index=turn_index).content_hash
 
 
-def iter_questions(path: Path, limit: int | None = None) -> Iterator[tuple[dict[str, Any], BenchmarkQuestion]]:
-    """Stream (raw record, parsed question) pairs; the file is never loaded whole (``_s`` is ~260 MB)."""
-    for count, raw in enumerate(iter_longmemeval_questions(Path(path))):
+def iter_questions(path: Path, limit: int | None = None,
+                   only: frozenset[str] | None = None) -> Iterator[tuple[dict[str, Any], BenchmarkQuestion]]:
+    """Stream (raw record, parsed question) pairs — the first ``limit``, of the ids in ``only`` when given;
+    the file is never loaded whole (``_s`` is ~260 MB)."""
+    count = 0
+    for raw in iter_longmemeval_questions(Path(path)):
         if limit is not None and count >= limit:
             return
+        if only is not None and str(raw["question_id"]) not in only:
+            continue
+        count += 1
         yield raw, parse_question(raw)
 
 

@@ -72,7 +72,7 @@ class MemoryManifest:
 
 def load_benchmark_memory(database: Database, embedder: Embedder, extractor: Extractor, refiner: Refiner,
                           dataset: Path, *, mode: str, user_prefix: str = "longmemeval", kg_id: str = "default",
-                          limit: int | None = None, log: Callable[[str], None] = print) -> MemoryManifest:
+                          limit: int | None = None, only: frozenset[str] | None = None, log: Callable[[str], None] = print) -> MemoryManifest:
     started = time.perf_counter()
     counts = {"pairs_inserted": 0, "pairs_duplicate": 0, "pairs_rejected": 0, "subjects_created": 0,
               "subjects_merged": 0, "links": 0}
@@ -95,7 +95,7 @@ def load_benchmark_memory(database: Database, embedder: Embedder, extractor: Ext
         counts["subjects_merged"] += result.merge.get("merged", 0)
         counts["links"] += result.links.get("links", 0)
 
-    for n, (raw, question) in enumerate(iter_questions(dataset, limit), 1):
+    for n, (raw, question) in enumerate(iter_questions(dataset, limit, only), 1):
         user_id = benchmark_user(mode, user_prefix, question.question_id)
         questions.append(question)
         users[question.question_id] = user_id

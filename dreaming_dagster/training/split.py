@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,3 +33,51 @@ def stratified_split(question_ids: Sequence[str], question_types: Sequence[str],
         validation += [members[i] for i in order[:n_validation]]
         train += [members[i] for i in order[n_validation:]]
     return sorted(train), sorted(validation)
+
+
+# The ranker's split of LongMemEval's answerable questions, by question id: validation (reported on, never
+# selected on), dev (models, epochs and settings are chosen on it) and train. Both memories, the pooled
+# oracle and the `_S` haystacks, use the same ids, so no question trains in one and is judged in the other.
+VALIDATION_SHARE = 0.2
+DEV_SHARE = 0.2
+SPLIT_SEED = 0
+
+
+@dataclass(frozen=True)
+class RankerSplit:
+    train: tuple[str, ...]
+    dev: tuple[str, ...]
+    validation: tuple[str, ...]
+
+    def part_of(self, question_id: str) -> str | None:
+        for name in ("train", "dev", "validation"):
+            if question_id in getattr(self, name):
+                return name
+        return None
+
+
+def ranker_split(question_ids: Sequence[str], question_types: Sequence[str]) -> RankerSplit:
+    """Validation is 20% of each type (seed 0, the split every published figure reports on); dev is 20% of
+    each type of the rest."""
+    type_of = dict(zip(question_ids, question_types, strict=True))
+    rest, validation = stratified_split(question_ids, question_types, validation_share=VALIDATION_SHARE,
+                                        seed=SPLIT_SEED)
+    train, dev = stratified_split(rest, [type_of[q] for q in rest], validation_share=DEV_SHARE, seed=SPLIT_SEED)
+    return RankerSplit(tuple(train), tuple(dev), tuple(validation))
+
+
+def stratified_sample(question_ids: Sequence[str], question_types: Sequence[str], count: int, *,
+                      seed: int = SPLIT_SEED) -> list[str]:
+    """``count`` of the questions, each type in proportion (the same seeded order as the split)."""
+    if count >= len(question_ids):
+        return sorted(question_ids)
+    if count <= 0:
+        return []
+    return stratified_split(question_ids, question_types, validation_share=count / len(question_ids), seed=seed)[1]
+
+
+def haystack_question_ids(split: RankerSplit, types: dict[str, str], training_questions: int) -> frozenset[str]:
+    """The questions whose `_S` haystack becomes a user: every dev question (the `_S` dev split) and a
+    stratified sample of ``training_questions`` training ones (a larger count keeps the smaller's)."""
+    train = sorted(split.train)
+    return frozenset(split.dev) | frozenset(stratified_sample(train, [types[q] for q in train], training_questions))

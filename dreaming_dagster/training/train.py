@@ -1,7 +1,8 @@
 """Training the Composite ranker with ApproxNDCG on candidate pools.
 
 Deterministic for a seed: the initial weights, the batch order and every reduction come from seeded
-generators, on one thread. The best epoch is chosen by validation NDCG@10 (earliest on ties).
+generators, on one thread. The best epoch is chosen by NDCG@10 on the dev questions (earliest on ties); the
+validation questions play no part in training.
 """
 
 from __future__ import annotations
@@ -34,34 +35,47 @@ class TrainingData:
     query_times: list[datetime]
     profiles: list[UserProfile]
     embeddings: np.ndarray  # [Q, D]
-    signals: np.ndarray  # [Q, N, 8] in SIGNAL_NAMES order
+    signals: np.ndarray  # [Q, N, S] in SIGNAL_NAMES order
     similarity: np.ndarray  # [Q, N] raw cosine: the tie-break, as in SQL
     labels: np.ndarray  # [Q, N] 0/1
     needles: np.ndarray  # [Q, N] 0/1
     mask: np.ndarray  # [Q, N] bool
     total_relevant: np.ndarray  # [Q]
     vector_mask: np.ndarray | None = None  # [Q, N] bool: drawn by cosine (None: every candidate was)
+    memories: list[str] = field(default_factory=list)  # [Q] the memory each pool was drawn from
+    window_days: list[int | None] = field(default_factory=list)  # [Q] the question's time window's length
+    sessions: np.ndarray | None = None  # [Q, N] object: each candidate's session id
+    evidence_sessions: list[frozenset[str]] = field(default_factory=list)  # [Q] sessions holding a relevant pair
+    side_masks: dict[str, np.ndarray] = field(default_factory=dict)  # side → [Q, N] bool: drawn by that side
 
     @classmethod
     def from_pools(cls, questions: pd.DataFrame, candidates: pd.DataFrame) -> TrainingData:
-        questions = questions.sort_values("question_id").reset_index(drop=True)
+        questions, candidates = _with_memory(questions), _with_memory(candidates)
+        questions = questions.sort_values(["memory", "question_id"]).reset_index(drop=True)
         width = max(1, int(questions["candidates"].max()) if len(questions) else 1)
-        index = {qid: i for i, qid in enumerate(questions["question_id"])}
+        index = {key: i for i, key in enumerate(zip(questions["memory"], questions["question_id"], strict=True))}
         q, n = len(questions), width
         signals = np.zeros((q, n, len(SIGNAL_NAMES)), np.float32)
         similarity = np.full((q, n), -2.0, np.float32)
         labels, needles = np.zeros((q, n), np.float32), np.zeros((q, n), np.float32)
         mask = np.zeros((q, n), bool)
-        vector_mask = np.zeros((q, n), bool)
-        rows = candidates[candidates["question_id"].isin(index)]
-        qi = rows["question_id"].map(index).to_numpy()
+        sessions = np.full((q, n), None, object)
+        keys = pd.Series(list(zip(candidates["memory"], candidates["question_id"], strict=True)), index=candidates.index)
+        rows = candidates[keys.isin(index)]
+        qi = keys[rows.index].map(index).to_numpy()
         ci = rows["rank"].to_numpy()
         signals[qi, ci] = rows[list(SIGNAL_NAMES)].to_numpy(np.float32)
         similarity[qi, ci] = rows["similarity"].to_numpy(np.float32)
         labels[qi, ci] = rows["relevant"].to_numpy(np.float32)
         needles[qi, ci] = rows["needle"].to_numpy(np.float32)
         mask[qi, ci] = True
-        vector_mask[qi, ci] = rows["in_vector_pool"].to_numpy(bool) if "in_vector_pool" in rows else True
+        if "session_id" in rows:
+            sessions[qi, ci] = rows["session_id"].to_numpy(object)
+        side_masks = {}
+        for side in POOL_SIDES:
+            side_mask = np.zeros((q, n), bool)
+            side_mask[qi, ci] = rows[f"in_{side}_pool"].to_numpy(bool) if f"in_{side}_pool" in rows else side == "vector"
+            side_masks[side] = side_mask
         profiles = [UserProfile(memory_count=int(r.profile_memory_count or 0),
                                 first_memory_at=_timestamp(r.profile_first_memory_at),
                                 last_query_at=_timestamp(r.profile_last_query_at),
@@ -69,13 +83,19 @@ class TrainingData:
                                 mean_subject_similarity=_number(r.profile_mean_subject_similarity),
                                 session_pair_count=int(r.profile_session_pair_count or 0))
                     for r in questions.itertuples()]
+        window_days = ([None if pd.isna(d) else int(d) for d in questions["window_days"]]
+                       if "window_days" in questions else [None] * q)
+        evidence = ([frozenset(e) for e in questions["evidence_sessions"]] if "evidence_sessions" in questions
+                    else [frozenset()] * q)
         return cls(question_ids=list(questions["question_id"]), ranker_types=list(questions["ranker_type"]),
                    longmemeval_types=list(questions["longmemeval_type"]), queries=list(questions["question"]),
                    query_times=[_timestamp(t) for t in questions["question_date"]], profiles=profiles,
                    embeddings=np.stack([np.asarray(e, np.float32) for e in questions["embedding"]]) if q else
                    np.zeros((0, 1), np.float32),
                    signals=signals, similarity=similarity, labels=labels, needles=needles, mask=mask,
-                   total_relevant=questions["total_relevant"].to_numpy(np.int64), vector_mask=vector_mask)
+                   total_relevant=questions["total_relevant"].to_numpy(np.int64), vector_mask=side_masks["vector"],
+                   memories=list(questions["memory"]), window_days=window_days, sessions=sessions,
+                   evidence_sessions=evidence, side_masks=side_masks)
 
     def vector_pool(self) -> TrainingData:
         """The same questions with only the candidates cosine drew: the pool before lexical retrieval."""
@@ -83,15 +103,44 @@ class TrainingData:
             return self
         return dataclasses.replace(self, mask=self.mask & self.vector_mask, vector_mask=None)
 
+    def without_side(self, side: str, signals: Sequence[str] = ()) -> TrainingData:
+        """The same questions as if recall had no ``side`` (its candidates no other side drew leave the pool)
+        and ``signals`` were 0 for every candidate: the data of an ablation."""
+        drawn = self.side_masks.get(side)
+        others = np.zeros_like(self.mask)
+        for name, other in self.side_masks.items():
+            if name != side:
+                others |= other
+        mask = self.mask if drawn is None else self.mask & (others | ~drawn)
+        zeroed = self.signals.copy()
+        for name in signals:
+            zeroed[..., SIGNAL_NAMES.index(name)] = 0.0
+        return dataclasses.replace(self, mask=mask, signals=zeroed, window_days=[None] * len(self)
+                                   if side == "window" else self.window_days)
+
+    def rows_of(self, memory: str, question_ids: Sequence[str]) -> list[int]:
+        """The rows of ``question_ids`` in ``memory`` (ids the memory lacks are skipped)."""
+        wanted = set(question_ids)
+        return [i for i, (m, q) in enumerate(zip(self.memories, self.question_ids, strict=True))
+                if m == memory and q in wanted]
+
     def __len__(self) -> int:
         return len(self.question_ids)
 
     def features(self, question_types: Sequence[str | None]) -> np.ndarray:
-        """The 17 features of every question, with the given question types (gold or predicted)."""
+        """The features of every question, with the given question types (gold or predicted)."""
+        window_days = self.window_days or [None] * len(self)
         return np.stack([build_features(question_type=t, query=query, query_time=when, profile=profile,
-                                        session_id=None)
-                         for t, query, when, profile in zip(question_types, self.queries, self.query_times,
-                                                             self.profiles, strict=True)])
+                                        session_id=None, window_days=days)
+                         for t, query, when, profile, days in zip(question_types, self.queries, self.query_times,
+                                                                   self.profiles, window_days, strict=True)])
+
+
+POOL_SIDES = ("vector", "lexical", "graph", "key", "window")
+
+
+def _with_memory(table: pd.DataFrame) -> pd.DataFrame:
+    return table if "memory" in table else table.assign(memory="oracle")
 
 
 def _timestamp(value) -> datetime | None:
@@ -126,13 +175,18 @@ def ranking_metrics(data: TrainingData, scores: np.ndarray, rows: Sequence[int])
     for position, q in enumerate(rows):
         valid = np.flatnonzero(data.mask[q])
         order = valid[np.lexsort((-data.similarity[q, valid], -scores[position, valid]))]
+        sessions = data.sessions[q, order].tolist() if data.sessions is not None else []
+        evidence = data.evidence_sessions[q] if data.evidence_sessions else frozenset()
         out.append(question_metrics(data.labels[q, order].astype(bool).tolist(),
-                                    data.needles[q, order].astype(bool).tolist(), int(data.total_relevant[q])))
+                                    data.needles[q, order].astype(bool).tolist(), int(data.total_relevant[q]),
+                                    sessions, evidence))
     return out
 
 
 def mean_metric(metrics: Sequence[dict[str, float]], name: str) -> float:
-    return float(np.mean([m[name] for m in metrics])) if metrics else float("nan")
+    """The mean over the questions that define the metric (NaN when none does)."""
+    values = [m[name] for m in metrics if not np.isnan(m[name])]
+    return float(np.mean(values)) if values else float("nan")
 
 
 @dataclass
@@ -140,11 +194,11 @@ class TrainingOutcome:
     version: str
     model: CompositeRanker
     best_epoch: int
-    best_validation_ndcg10: float
+    best_dev_ndcg10: float
     history: list[dict] = field(default_factory=list)
 
 
-def train_ranker(data: TrainingData, features: np.ndarray, train_rows: Sequence[int], validation_rows: Sequence[int],
+def train_ranker(data: TrainingData, features: np.ndarray, train_rows: Sequence[int], dev_rows: Sequence[int],
                  *, version: str = "v2", epochs: int = 50, learning_rate: float = 1e-3, seed: int = 0,
                  temperature: float = DEFAULT_TEMPERATURE, batch_size: int = 32,
                  hidden: Sequence[int] = DEFAULT_HIDDEN, weight_decay: float = 1e-4,
@@ -152,8 +206,8 @@ def train_ranker(data: TrainingData, features: np.ndarray, train_rows: Sequence[
     """Fit a ``version`` ranker by minimising −ApproxNDCG over the training questions' pools."""
     if epochs < 1:
         raise ValueError("epochs must be at least 1")
-    if len(validation_rows) == 0 or len(train_rows) == 0:
-        raise ValueError("both the training and the validation split need questions")
+    if len(dev_rows) == 0 or len(train_rows) == 0:
+        raise ValueError("both the training and the dev split need questions")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # bitwise-reproducible reductions
     try:
@@ -182,19 +236,18 @@ def train_ranker(data: TrainingData, features: np.ndarray, train_rows: Sequence[
                 optimizer.step()
                 losses.append(float(loss.detach()))
             train_scores = model_scores(model, data, features, version, train_rows)[0]
-            validation_scores = model_scores(model, data, features, version, validation_rows)[0]
+            dev_scores = model_scores(model, data, features, version, dev_rows)[0]
             row = {"epoch": epoch, "loss": float(np.mean(losses)) if losses else float("nan"),
                    "train_ndcg@10": mean_metric(ranking_metrics(data, train_scores, train_rows), "ndcg@10"),
-                   "validation_ndcg@10": mean_metric(ranking_metrics(data, validation_scores, validation_rows),
-                                                     "ndcg@10")}
+                   "dev_ndcg@10": mean_metric(ranking_metrics(data, dev_scores, dev_rows), "ndcg@10")}
             history.append(row)
             if on_epoch:
                 on_epoch(row)
-            if row["validation_ndcg@10"] > best_score:
-                best_score, best_epoch, best_state = row["validation_ndcg@10"], epoch, copy.deepcopy(model.state_dict())
+            if row["dev_ndcg@10"] > best_score:
+                best_score, best_epoch, best_state = row["dev_ndcg@10"], epoch, copy.deepcopy(model.state_dict())
         model.load_state_dict(best_state)
         model.eval()
         return TrainingOutcome(version=version, model=model, best_epoch=best_epoch,
-                               best_validation_ndcg10=best_score, history=history)
+                               best_dev_ndcg10=best_score, history=history)
     finally:
         torch.set_num_threads(threads)

@@ -20,6 +20,10 @@ class RankerWorkspace:
         return self.root / "memory.json"
 
     @property
+    def haystacks_manifest(self) -> Path:
+        return self.root / "memory_s.json"
+
+    @property
     def pool_questions(self) -> Path:
         return self.root / "pools_questions.parquet"
 

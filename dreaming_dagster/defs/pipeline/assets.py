@@ -75,6 +75,19 @@ def pair_dates(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseR
         dated_share=round(carried["with_times"] / carried["pairs"], 3) if carried["pairs"] else 0.0))
 
 
+@stage_asset("pair_keys", kinds={"postgres", "python"})
+def pair_keys(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
+              embedder: EmbedderResource) -> dg.MaterializeResult:
+    """Each pair's index keys, each a row with its own vector and words (memory_keys): the sentences where the
+    user states something about themselves (preferences, habits, possessions, relations, plans) and the
+    dated events of the user's turn, offline and deterministic (extraction/keys.py). Recall draws candidates
+    by key and ranks them with key_match. Metadata: the pairs keyed this run and the keys written."""
+    database = dreaming_db.database()
+    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key,
+                                                             embedder=embedder.embedder()))
+    return dg.MaterializeResult(metadata=_metadata(totals, seconds))
+
+
 @stage_asset(
     "pair_subjects",
     kinds={"postgres", "openai"},

@@ -15,6 +15,7 @@ from dreaming_dagster.defs.resources import (
     layered_settings,
 )
 from dreaming_dagster.defs.training.config import (
+    LongMemEvalHaystacksConfig,
     LongMemEvalMemoryConfig,
     LongMemEvalPoolsConfig,
     RankerModelConfig,
@@ -79,56 +80,110 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
 
 @ranker_asset(
     after=longmemeval_memory,
+    kinds={"postgres", "python"},
+    pool="llm",
+)
+def longmemeval_haystacks(context: dg.AssetExecutionContext, config: LongMemEvalHaystacksConfig,
+                          dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
+                          llm: LLMResource) -> dg.MaterializeResult:
+    """LongMemEval `_S` haystacks as users: each chosen training-split question's own ~50 sessions (its evidence
+    among distractors, over days to weeks) become one user's memory, dreamed like any user's — the memory
+    a ranker meets in use. Every dev question's haystack and a stratified sample of training questions;
+    built once (~15 pairs/s on 2 cores: ~250 pairs a question) and reused, since re-runs only do what is
+    missing."""
+    from dreaming_dagster.ingest.readers import default_haystacks_path
+    from dreaming_dagster.training.memory import MemoryManifest, load_benchmark_memory
+    from dreaming_dagster.training.split import haystack_question_ids, ranker_split
+
+    ws = workspace(dreaming_db)
+    oracle = MemoryManifest.from_json(ws.require(ws.memory_manifest, "longmemeval_memory").read_text())
+    answerable = [q for q in oracle.questions if q.answerable]
+    split = ranker_split([q.question_id for q in answerable], [q.longmemeval_type for q in answerable])
+    chosen = haystack_question_ids(split, {q.question_id: q.longmemeval_type for q in answerable},
+                                   config.training_questions)
+    dataset = Path(config.dataset_path) if config.dataset_path else default_haystacks_path()
+    if not dataset.is_file():
+        raise FileNotFoundError(f"longmemeval_haystacks: dataset_path {dataset} is not a file")
+    model = embedder.embedder()
+    manifest = load_benchmark_memory(dreaming_db.database(), model, llm.extractor(), llm.refiner(), dataset,
+                                     mode="per-question", user_prefix=config.user_prefix, kg_id=TRAINING_KG_ID,
+                                     only=chosen, limit=config.limit_questions, log=context.log.info)
+    ws.haystacks_manifest.write_text(manifest.to_json())
+    parts = {"dev": 0, "train": 0}
+    for q in manifest.questions:
+        parts["dev" if q.question_id in split.dev else "train"] += 1
+    return dg.MaterializeResult(metadata={
+        "dataset": dg.MetadataValue.path(str(dataset)), "sha256": manifest.sha256,
+        "questions": len(manifest.questions), "dev_questions": parts["dev"], "training_questions": parts["train"],
+        "users": len(set(manifest.users.values())), **manifest.counts,
+        "embedding_model": model.spec.model, "seconds": manifest.seconds,
+    })
+
+
+@ranker_asset(
+    after=longmemeval_haystacks,
     kinds={"postgres", "pandas", "parquet"},
 )
 def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPoolsConfig,
                       dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
                       dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
-    """For every answerable question, the hybrid candidate pool (top-K by cosine ∪ top-K by BM25 ∪ the pairs of
-    the subjects nearest the question ∪, when it names a time, the best pairs inside that window) with all nine
-    signals from the SQL that serves recall, which side drew
-    each candidate, a relevance label (a turn of the pair has has_answer) and the needle flag, plus the user's
-    profile as the question saw it; two parquet tables in <data_dir>/ranker/."""
+    """For every answerable question of each memory — the pooled oracle (memory ``oracle``) and each `_S`
+    haystack (memory ``s``, drawn from the pairs before the question's date) — the hybrid candidate pool
+    (top-K by cosine ∪ top-K by BM25 ∪ the pairs of the subjects nearest the question ∪ the pairs of the keys
+    nearest it ∪, when it names a time, the best pairs inside that window) with all ten signals from the SQL
+    that serves recall, which side drew each candidate, its session, a relevance label (a turn of the pair has has_answer) and the needle flag, plus
+    the user's profile as the question saw it; two parquet tables in <data_dir>/ranker/."""
+    import pandas as pd
+
     from dreaming_dagster.training.memory import MemoryManifest
-    from dreaming_dagster.training.pools import build_pools
+    from dreaming_dagster.training.pools import Pools, build_pools
+    from dreaming_dagster.training.variants import ORACLE_MEMORY, S_MEMORY
 
     started = time.perf_counter()
     ws = workspace(dreaming_db)
-    manifest = MemoryManifest.from_json(ws.require(ws.memory_manifest, "longmemeval_memory").read_text())
+    manifests = {ORACLE_MEMORY: MemoryManifest.from_json(ws.require(ws.memory_manifest, "longmemeval_memory").read_text()),
+                 S_MEMORY: MemoryManifest.from_json(ws.require(ws.haystacks_manifest, "longmemeval_haystacks").read_text())}
     settings = dreaming_policy.settings()
-    total = sum(q.answerable for q in manifest.questions)
+    built = []
+    for memory, manifest in manifests.items():
+        total = sum(q.answerable for q in manifest.questions)
 
-    def progress(n: int) -> None:
-        if n % 100 == 0 or n == total:
-            context.log.info(f"pooled {n}/{total} questions")
+        def progress(n: int, memory=memory, total=total) -> None:
+            if n % 100 == 0 or n == total:
+                context.log.info(f"{memory}: pooled {n}/{total} questions")
 
-    pools = build_pools(dreaming_db.database(), embedder.embedder(), manifest.questions, manifest.users,
-                        kg_id=manifest.kg_id, pool_size=config.pool_size, lexical_pool_size=config.lexical_pool_size,
-                        graph=GraphSide(pool_size=config.graph_pool_size, subjects=settings.recall_graph_subjects),
-                        time_side=TimeSide(pool_size=config.time_pool_size,
-                                           scan_limit=settings.recall_time_scan_limit),
-                        hubs=HubRule.from_settings(settings), historical=manifest.mode == "per-question",
-                        ef_search=settings.recall_ef_search,
-                        prepared_statements=settings.recall_prepared_statements, on_question=progress)
+        built.append(build_pools(
+            dreaming_db.database(), embedder.embedder(), manifest.questions, manifest.users, kg_id=manifest.kg_id,
+            pool_size=config.pool_size, lexical_pool_size=config.lexical_pool_size,
+            graph=GraphSide(pool_size=config.graph_pool_size, subjects=settings.recall_graph_subjects),
+            time_side=TimeSide(pool_size=config.time_pool_size, scan_limit=settings.recall_time_scan_limit),
+            key_pool_size=config.key_pool_size, hubs=HubRule.from_settings(settings), historical=manifest.mode == "per-question",
+            ef_search=settings.recall_ef_search, prepared_statements=settings.recall_prepared_statements,
+            memory=memory, on_question=progress))
+    pools = Pools(pd.concat([p.questions for p in built], ignore_index=True),
+                  pd.concat([p.candidates for p in built], ignore_index=True))
     pools.save(ws.pool_questions, ws.pool_candidates)
     q = pools.questions
     q = q.assign(pool_recall=q["relevant_in_pool"] / q["total_relevant"],
                  cosine_pool_recall=q["relevant_in_vector_pool"] / q["total_relevant"])
-    per_type = q.groupby("longmemeval_type").agg(
+    per_type = q.groupby(["memory", "longmemeval_type"]).agg(
         n=("question_id", "count"), cosine_pool_recall=("cosine_pool_recall", "mean"),
-        pool_recall=("pool_recall", "mean"), needle_in_pool=("needle_in_pool", "mean"))
-    table = (f"| question type | n | cosine top-{config.pool_size} recall | hybrid pool recall | needle in pool |\n"
-             "|---|---:|---:|---:|---:|\n" + "\n".join(
-                 f"| {t} | {int(r.n)} | {r.cosine_pool_recall:.3f} | {r.pool_recall:.3f} | {100 * r.needle_in_pool:.1f}% |"
-                 for t, r in per_type.iterrows()))
+        pool_recall=("pool_recall", "mean"), needle_in_pool=("needle_in_pool", "mean"),
+        candidates=("candidates", "mean"))
+    table = (f"| memory | question type | n | cosine top-{config.pool_size} recall | hybrid pool recall | needle in pool "
+             "| candidates |\n|---|---|---:|---:|---:|---:|---:|\n" + "\n".join(
+                 f"| {m} | {t} | {int(r.n)} | {r.cosine_pool_recall:.3f} | {r.pool_recall:.3f} | "
+                 f"{100 * r.needle_in_pool:.1f}% | {r.candidates:.1f} |" for (m, t), r in per_type.iterrows()))
+    by_memory = {memory: group for memory, group in q.groupby("memory")}
     return dg.MaterializeResult(metadata={
         "questions": len(q), "candidates": len(pools.candidates), "pool_size": config.pool_size,
         "lexical_pool_size": config.lexical_pool_size, "graph_pool_size": config.graph_pool_size,
         "graph_candidates_relevant": int(pools.candidates.loc[pools.candidates["in_graph_pool"], "relevant"].sum()),
-        "mean_candidates": float(q["candidates"].mean()) if len(q) else 0.0,
-        "cosine_pool_recall": float(q["cosine_pool_recall"].mean()) if len(q) else 0.0,
-        "pool_recall": float(q["pool_recall"].mean()) if len(q) else 0.0,
-        "needle_in_pool": float(q["needle_in_pool"].mean()) if len(q) else 0.0,
+        **{f"{memory}_questions": len(group) for memory, group in by_memory.items()},
+        **{f"{memory}_mean_candidates": float(group["candidates"].mean()) for memory, group in by_memory.items()},
+        **{f"{memory}_cosine_pool_recall": float(group["cosine_pool_recall"].mean()) for memory, group in by_memory.items()},
+        **{f"{memory}_pool_recall": float(group["pool_recall"].mean()) for memory, group in by_memory.items()},
+        **{f"{memory}_needle_in_pool": float(group["needle_in_pool"].mean()) for memory, group in by_memory.items()},
         "by_question_type": dg.MetadataValue.md(table),
         "questions_table": dg.MetadataValue.path(str(ws.pool_questions)),
         "candidates_table": dg.MetadataValue.path(str(ws.pool_candidates)),
@@ -142,58 +197,61 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
 )
 def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, dreaming_db: DreamingDatabaseResource,
                  embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
-    """The Composite ranker trained with ApproxNDCG on the hybrid pools: v4 (9 weights + scale, with lex and
-    time_fit) and, for comparison, v3 (8 weights), v2 (7), v1 (3) and a v2 trained on the cosine pool alone;
-    80/20 split by question stratified by type, best epoch by validation NDCG@10, deterministic for a seed.
-    v4 is published
-    for recall() only if it beats, on validation NDCG@10, the best ranking without a model of the same pools:
-    cosine, BM25 and their reciprocal-rank fusion."""
+    """The Composite ranker trained with ApproxNDCG on the pools of both memories (the pooled oracle and the
+    `_S` haystacks): v5 (10 weights + scale) and, for comparison, v4 (9), v3 (8), v2 (7), v1 (3), and the
+    ablations — v5 trained on the oracle alone, v5 without the time parts, v5 without the keys, v2 on the
+    cosine pool alone. The network's hidden layers are chosen among ``hidden_choices`` by dev NDCG@10. The
+    split is the ranker's (training/split.py): train, dev (model family, best epoch, publishing) and
+    validation (reported only). v5 is published for recall() only if it beats, on dev NDCG@10, the best ranking without a model of the
+    same pools: cosine, BM25 and their reciprocal-rank fusion."""
     from dreaming_dagster.retrieval.ranker import save_ranker
     from dreaming_dagster.training.evaluation import training_curves_png
-    from dreaming_dagster.training.fit import PUBLISHED_VERSION, fit_rankers
+    from dreaming_dagster.training.fit import fit_rankers
     from dreaming_dagster.training.pools import Pools
     from dreaming_dagster.training.train import TrainingData
+    from dreaming_dagster.training.variants import PUBLISHED_VERSION
 
     started = time.perf_counter()
     ws = workspace(dreaming_db)
     pools = Pools.load(ws.require(ws.pool_questions, "longmemeval_pools"), ws.pool_candidates)
     data = TrainingData.from_pools(pools.questions, pools.candidates)
     model_name = embedder.embedder().spec.model
-    report = fit_rankers(data, embedding_model=model_name, validation_share=config.validation_share,
-                         seed=config.seed, epochs=config.epochs, learning_rate=config.learning_rate,
-                         temperature=config.temperature, batch_size=config.batch_size, log=context.log.info)
-    for version, outcome in report.outcomes.items():
-        save_ranker(outcome.model, ws.model(version), embedding_model=model_name, extra={
-            "best_epoch": outcome.best_epoch, "validation_ndcg@10": outcome.best_validation_ndcg10,
-            "cosine_validation_ndcg@10": report.cosine_validation_ndcg10, "config": config.model_dump()})
-    newest = report.outcomes[PUBLISHED_VERSION]
+    report = fit_rankers(data, embedding_model=model_name, seed=config.seed, epochs=config.epochs,
+                         learning_rate=config.learning_rate, temperature=config.temperature,
+                         batch_size=config.batch_size, hidden_choices=[tuple(h) for h in config.hidden_choices],
+                         log=context.log.info)
     bar_name, bar = report.bar  # the best ranking without a model: cosine, BM25 or their fusion
-    beats_bar = newest.best_validation_ndcg10 > bar
+    for key, outcome in report.outcomes.items():
+        save_ranker(outcome.model, ws.model(key), embedding_model=model_name, extra={
+            "best_epoch": outcome.best_epoch, "dev_ndcg@10": outcome.best_dev_ndcg10,
+            "bar": bar_name, "bar_dev_ndcg@10": bar, "config": config.model_dump()})
+    newest = report.outcomes[PUBLISHED_VERSION]
+    beats_bar = newest.best_dev_ndcg10 > bar
     published = None
     if config.promote and beats_bar:
         # recall()'s file: ranker_model_path (policy), else under data_dir (database resource).
         published = save_ranker(newest.model, layered_settings(dreaming_db, dreaming_policy).resolved_ranker_path,
                                 embedding_model=model_name,
-                                extra={"validation_ndcg@10": newest.best_validation_ndcg10,
-                                       "cosine_validation_ndcg@10": report.cosine_validation_ndcg10,
-                                       "bar": bar_name, "bar_validation_ndcg@10": bar})
+                                extra={"dev_ndcg@10": newest.best_dev_ndcg10, "bar": bar_name,
+                                       "bar_dev_ndcg@10": bar})
         context.log.info(f"published {PUBLISHED_VERSION} for recall(): {published}")
     elif not beats_bar:
-        context.log.warning(f"{PUBLISHED_VERSION} (validation NDCG@10 {newest.best_validation_ndcg10:.4f}) does "
-                            f"not beat {bar_name} "
-                            f"({bar:.4f}); recall() keeps its current ranking")
+        context.log.warning(f"{PUBLISHED_VERSION} (dev NDCG@10 {newest.best_dev_ndcg10:.4f}) does not beat "
+                            f"{bar_name} ({bar:.4f}); recall() keeps its current ranking")
     ws.training.write_text(json.dumps({**report.as_json(), "config": config.model_dump(),
                                        "published": str(published) if published else None}, indent=1))
-    curves = training_curves_png({v: o.history for v, o in report.outcomes.items()}, report.cosine_validation_ndcg10)
+    curves = training_curves_png({v: o.history for v, o in report.outcomes.items()}, report.bar)
     ws.curves_png.write_bytes(curves)
     return dg.MaterializeResult(metadata={
-        **{f"validation_ndcg@10_{key}": outcome.best_validation_ndcg10 for key, outcome in report.outcomes.items()},
-        "validation_ndcg@10_cosine": report.cosine_validation_ndcg10,
+        **{f"dev_ndcg@10_{key}": outcome.best_dev_ndcg10 for key, outcome in report.outcomes.items()},
+        **{f"dev_ndcg@10_{name}": value for name, value in report.model_free_dev_ndcg10.items()},
         **{f"best_epoch_{key}": outcome.best_epoch for key, outcome in report.outcomes.items()},
         "published": published is not None, "publishing_bar": bar_name, "publishing_bar_ndcg@10": bar,
         "published_path": dg.MetadataValue.path(str(published)) if published else "not published",
-        "question_type_accuracy_validation": report.classifier_validation_accuracy,
-        "training_questions": len(report.train_ids), "validation_questions": len(report.validation_ids),
+        "question_type_accuracy_dev": report.classifier_dev_accuracy, "hidden_layers": str(list(report.hidden)),
+        **{f"dev_ndcg@10_hidden_{name}": value for name, value in report.hidden_dev_ndcg10.items()},
+        "training_questions": len(report.split.train), "dev_questions": len(report.split.dev),
+        "validation_questions": len(report.split.validation),
         "training_curves": dg.MetadataValue.md(png_markdown(curves, "training curves")),
         "seconds": round(time.perf_counter() - started, 1),
     })
@@ -204,54 +262,47 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
     kinds={"torch", "markdown"},
 )
 def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource) -> dg.MaterializeResult:
-    """Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1–v4 on identical hybrid pools, and
-    v2 trained on the cosine pool: NDCG@10/@5, Recall@10/@5, MRR, needle hit %, pool recall (the ceiling:
-    cosine pool vs hybrid pool), Recall@10 per question type and the mean learned weights; on the validation
-    split and on all answerable questions, with the predicted question type (and the gold one for v4)."""
+    """Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1–v5, v5 with the top 10 spread over
+    sessions for gathering questions, and the ablations, on identical pools: NDCG@10/@5, Recall@10/@5, MRR,
+    needle hit %, session recall_any/all@5/10 and pool recall, per question type too, with the predicted
+    question type (and the gold one for v5); on the oracle's validation questions (never used to choose
+    anything), the oracle's dev questions and the `_S` dev questions."""
     from dreaming_dagster.retrieval.ranker import load_ranker
     from dreaming_dagster.training.evaluation import evaluate, markdown_report
-    from dreaming_dagster.training.fit import (
-        COSINE_POOL_VERSIONS,
-        PUBLISHED_VERSION,
-        VERSIONS,
-        cosine_pool_key,
-    )
     from dreaming_dagster.training.memory import MemoryManifest
     from dreaming_dagster.training.pools import Pools, pool_description
     from dreaming_dagster.training.train import TrainingData
+    from dreaming_dagster.training.variants import ORACLE_MEMORY, PUBLISHED_VERSION, S_MEMORY, report_splits
 
     ws = workspace(dreaming_db)
     training = json.loads(ws.require(ws.training, "ranker_model").read_text())
     manifest = MemoryManifest.from_json(ws.memory_manifest.read_text())
     pools = Pools.load(ws.pool_questions, ws.pool_candidates)
     data = TrainingData.from_pools(pools.questions, pools.candidates)
-    models = {version: load_ranker(ws.require(ws.model(version), "ranker_model")).model for version in VERSIONS}
-    cosine_pool_models = {version: load_ranker(ws.model(cosine_pool_key(version))).model
-                          for version in COSINE_POOL_VERSIONS if ws.model(cosine_pool_key(version)).is_file()}
-    position = {qid: i for i, qid in enumerate(data.question_ids)}
-    evaluation = evaluate(
-        data, models, predicted_features=data.features([training["predicted_types"][q] for q in data.question_ids]),
-        gold_features=data.features(data.ranker_types),
-        splits={"validation": [position[q] for q in training["validation_ids"]], "all": list(range(len(data)))},
-        cosine_pool_models=cosine_pool_models, gold_type_versions=[PUBLISHED_VERSION])
-    pool_label = pool_description(pools.candidates)
-    context_lines = {"dataset": f"{Path(manifest.dataset).name} (sha256 {manifest.sha256[:16]}…)",
-                     "mode": manifest.mode, "pool": pool_label,
-                     "question-type accuracy (validation, classifier fitted on the training split)":
-                         f"{training['classifier_validation_accuracy']:.3f}",
-                     "best epochs": ", ".join(f"{v} {m['best_epoch']}" for v, m in training["models"].items())}
+    models = {key: load_ranker(ws.require(ws.model(key), "ranker_model")).model for key in training["models"]}
+    splits = report_splits(data, training)
+    evaluation = evaluate(data, models, predicted_types=[training["predicted_types"][q] for q in data.question_ids],
+                          splits=splits)
+    by_memory = {memory: pool_description(pools.candidates[pools.candidates["memory"] == memory])
+                 for memory in (ORACLE_MEMORY, S_MEMORY)}
+    context_lines = {"dataset": f"{Path(manifest.dataset).name} (sha256 {manifest.sha256[:16]}…), pooled as one "
+                     "user; `_S` haystacks, one user a question",
+                     "pool (oracle)": by_memory[ORACLE_MEMORY], "pool (`_S`)": by_memory[S_MEMORY],
+                     "question-type accuracy (dev, classifier fitted on the training questions)":
+                         f"{training['classifier_dev_accuracy']:.3f}",
+                     "best epochs (by dev NDCG@10)": ", ".join(f"{v} {m['best_epoch']}"
+                                                              for v, m in training["models"].items())}
     report = markdown_report(evaluation, title="Ranker evaluation", context=context_lines,
                              pool_label="cosine top-K for cosine and the cosine-pool model, hybrid for the rest")
     ws.evaluation_markdown.write_text(report)
     ws.evaluation_json.write_text(json.dumps({"context": context_lines, **evaluation.as_dict()}, indent=1))
-    validation = evaluation.overall["validation"]
     curves = ws.curves_png.read_bytes() if ws.curves_png.is_file() else b""
+    headline = {f"{split.replace('`', '').replace(' ', '_')}_{metric}_{method}": results[method][metric]
+                for split, results in evaluation.overall.items() for method in ("bm25", "cosine+bm25 (RRF)", PUBLISHED_VERSION)
+                if method in results for metric in ("recall@10", "ndcg@10")}
     return dg.MaterializeResult(metadata={
-        "report": dg.MetadataValue.md(report),
-        **{f"validation_recall@10_{method}": validation[method]["recall@10"] for method in ("cosine", *VERSIONS)},
-        **{f"validation_ndcg@10_{method}": validation[method]["ndcg@10"] for method in ("cosine", *VERSIONS)},
-        "validation_cosine_pool_recall": validation["cosine"]["pool_recall"],
-        "validation_hybrid_pool_recall": validation[PUBLISHED_VERSION]["pool_recall"],
+        "report": dg.MetadataValue.md(report), **headline,
+        **{f"{split.replace('`', '').replace(' ', '_')}_questions": n for split, n in evaluation.questions.items()},
         "training_curves": dg.MetadataValue.md(png_markdown(curves, "training curves")) if curves else "none",
         "report_path": dg.MetadataValue.path(str(ws.evaluation_markdown)),
     })

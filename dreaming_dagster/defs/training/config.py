@@ -18,6 +18,16 @@ class LongMemEvalMemoryConfig(dg.Config):
     limit_questions: int | None = Field(default=None, ge=1, description="only the first N questions")
 
 
+class LongMemEvalHaystacksConfig(dg.Config):
+    dataset_path: str = Field(default="", description="LongMemEval `_S`-format file of the training questions' "
+                              "haystacks; empty: the shared longmemeval_s_train.json.gz")
+    training_questions: int = Field(default=100, ge=0, le=1000, description="training questions whose haystack "
+                                    "becomes a user (a stratified sample; every dev question's always does)")
+    user_prefix: str = Field(default="longmemeval-s", description="prefix of the per-question users")
+    limit_questions: int | None = Field(default=None, ge=1, description="only the first N chosen questions "
+                                        "in the file (a quick look)")
+
+
 class LongMemEvalPoolsConfig(dg.Config):
     pool_size: int = Field(default=50, ge=5, le=1000, description="candidates drawn by cosine per question")
     lexical_pool_size: int = Field(default=50, ge=0, le=1000, description="candidates drawn by BM25 per question "
@@ -25,6 +35,9 @@ class LongMemEvalPoolsConfig(dg.Config):
     graph_pool_size: int = Field(default=DECLARED_DEFAULTS.recall_graph_pool_size, ge=0, le=1000,
                                  description="candidates reached through the subjects nearest the question (pairs "
                                  "the other sides missed; 0: none), as recall draws them")
+    key_pool_size: int = Field(default=DECLARED_DEFAULTS.recall_key_pool_size, ge=0, le=1000,
+                               description="candidates drawn through their index keys (pairs the other sides "
+                               "missed; 0: none), as recall draws them")
     time_pool_size: int = Field(default=DECLARED_DEFAULTS.recall_time_pool_size, ge=0, le=1000,
                                 description="when a question names a time, candidates drawn from inside its "
                                 "window by cosine and by BM25, each (0: none), as recall draws them")
@@ -32,10 +45,12 @@ class LongMemEvalPoolsConfig(dg.Config):
 
 class RankerModelConfig(dg.Config):
     epochs: int = Field(default=50, ge=1, le=1000)
-    validation_share: float = Field(default=0.2, gt=0, lt=1, description="questions held out, per type")
+    hidden_choices: list[list[int]] = Field(default=[[128, 64], [32], []], description="the networks tried, "
+                                            "by hidden layer widths ([]: linear in the query embedding and "
+                                            "features); the best by dev NDCG@10 of v5 trains every version")
     learning_rate: float = Field(default=1e-3, gt=0)
     seed: int = 0
     temperature: float = Field(default=0.05, gt=0, description="ApproxNDCG's sigmoid temperature")
     batch_size: int = Field(default=32, ge=1)
     promote: bool = Field(default=True, description="publish the newest model (v4) for recall() when it beats "
-                           "the best ranking without a model on validation")
+                           "the best ranking without a model on the dev questions")

@@ -1,0 +1,44 @@
+"""The models one training run fits, by key, and the pools each is trained and judged on."""
+
+from __future__ import annotations
+
+from dreaming_dagster.training.train import TrainingData
+
+VERSIONS = ("v5", "v4", "v3", "v2", "v1")
+PUBLISHED_VERSION = VERSIONS[0]  # the newest: what recall() loads when it beats the rankings without a model
+COSINE_POOL_VERSIONS = ("v2",)
+ORACLE_MEMORY, S_MEMORY = "oracle", "s"
+# The ablations' model keys: the newest version trained on the pooled oracle alone, and without the time
+# parts (no time-window candidates, no time_fit, no window feature), and without the keys (no key
+# candidates, no key_match). v4 is the newest without keys already; "v5-without-keys" also drops the key side.
+ORACLE_ONLY, WITHOUT_TIME, WITHOUT_KEYS = "v5-oracle-only", "v5-without-time", "v5-without-keys"
+TIME_SIGNALS, KEY_SIGNALS = ("time_fit",), ("key_match",)
+
+
+def cosine_pool_key(version: str) -> str:
+    return f"{version}-cosine-pool"
+
+
+def ablation_data(data: TrainingData, key: str) -> TrainingData:
+    """The pools a model key is trained and judged on."""
+    if key == WITHOUT_TIME:
+        return data.without_side("window", TIME_SIGNALS)
+    if key == WITHOUT_KEYS:
+        return data.without_side("key", KEY_SIGNALS)
+    if key.endswith("-cosine-pool"):
+        return data.vector_pool()
+    return data
+
+
+def version_of(key: str) -> str:
+    """The ranker version a model key trains: "v4-oracle-only" → "v4"."""
+    return key.split("-", 1)[0]
+
+
+def report_splits(data: TrainingData, training: dict) -> dict[str, list[int]]:
+    """The question sets a run is reported on, by name: the oracle's validation questions (never used to
+    choose anything), then the dev questions of each memory (which chose epochs and settings)."""
+    splits = {"oracle validation": data.rows_of(ORACLE_MEMORY, training["validation_ids"]),
+              "oracle dev": data.rows_of(ORACLE_MEMORY, training["dev_ids"]),
+              "`_S` dev": data.rows_of(S_MEMORY, training["dev_ids"])}
+    return {name: rows for name, rows in splits.items() if rows}

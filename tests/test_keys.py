@@ -1,0 +1,159 @@
+"""Index keys: what the user states about themselves and dated events, each a row with its own vector and
+words pointing to its pair; written by the keying stage once, drawn and ranked by recall, forgotten with the
+pair, exported and imported, shown by inspect."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, date, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from dreaming_dagster.dates.expressions import TimeRange
+from dreaming_dagster.extraction.keys import MAX_STATEMENTS, event_keys, pair_keys, user_statements
+from dreaming_dagster.ingest.save import save_validated_pairs
+from dreaming_dagster.memory.export import export_lines, import_records
+from dreaming_dagster.memory.forgetting import forget_pairs
+from dreaming_dagster.memory.inspection import read_pair
+from dreaming_dagster.pipeline import dating, keying
+from dreaming_dagster.retrieval.ranker import SignalWeights
+from dreaming_dagster.retrieval.recaller import composite_rows
+from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.storage.records import MemoryPair
+from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_vector
+
+TALK = ("Hi there! I usually take the 7:15 train to work, but it has been late a lot. My sister Rachel says I "
+        "should drive instead. I'm planning to buy a hybrid car next month. What do you think about hybrids? "
+        "The weather is nice today.")
+
+
+def test_statements_are_the_sentences_where_the_user_speaks_of_themselves():
+    assert user_statements(TALK) == [
+        "I usually take the 7:15 train to work, but it has been late a lot.",
+        "My sister Rachel says I should drive instead.",
+        "I'm planning to buy a hybrid car next month."]
+    assert user_statements("What is the capital of France? Tell me about rivers.") == []
+    assert user_statements("") == [] and user_statements("   ") == []
+    many = " ".join(f"I love item number {i}." for i in range(20)) + " I love item number 0."
+    assert len(user_statements(many)) == MAX_STATEMENTS  # capped, each once
+    assert user_statements(TALK) == user_statements(TALK)  # deterministic
+
+
+def test_event_keys_carry_the_day_the_dating_stage_resolved():
+    june = TimeRange(date(2023, 6, 1), date(2023, 6, 30), "month")
+    assert event_keys(TALK, [(TALK.index("next month"), june)]) == [
+        "I'm planning to buy a hybrid car next month. (1–30 June 2023)"]
+    keys = pair_keys(TALK, [(TALK.index("next month"), june)])
+    assert [(k.kind, k.position) for k in keys] == [("statement", 0), ("statement", 1), ("statement", 2),
+                                                     ("event", 0)]
+
+
+def _pairs(texts, day=0):
+    return [MemoryPair(session_id="s1", user_message=text, assistant_message="ok, noted.",
+                       occurred_at=EPOCH + timedelta(days=day, minutes=i), turn_index=i)
+            for i, text in enumerate(texts)]
+
+
+def _keys(database, user_id):
+    with database.connect() as conn:
+        rows = conn.execute("SELECT pair_id::text, kind, position, key_text, embedding FROM memory_keys "
+                            "WHERE user_id = %s ORDER BY pair_id, kind, position", (user_id,)).fetchall()
+    return [row | {"embedding": np.asarray(row["embedding"].to_numpy())} for row in rows]
+
+
+def _dream_keys(database, user_id):
+    dating.date_pending(database, user_id, "default")
+    return keying.key_pending(database, HashEmbedder(), user_id, "default")
+
+
+def test_the_keying_stage_writes_each_key_once_for_its_own_user(database):
+    database.ensure_schema(HashEmbedder.spec)
+    embedder = HashEmbedder()
+    saved = save_validated_pairs(database, embedder, "alice", "default",
+                                 _pairs([TALK, "Tell me a joke.", "I bought a red kayak last Saturday."]))
+    save_validated_pairs(database, embedder, "bob", "default", _pairs(["I prefer tea over coffee."]))
+    stats = _dream_keys(database, "alice")
+    assert (stats.pairs, stats.with_keys, stats.statements, stats.events) == (3, 2, 4, 3)  # "today" too
+    rows = _keys(database, "alice")
+    assert len(rows) == 7 and not _keys(database, "bob")  # bob's pairs wait for bob's own run
+    for row in rows:  # each key's vector is its own text's
+        assert np.allclose(row["embedding"], text_vector(row["key_text"]))
+    kayak = [r["key_text"] for r in rows if r["pair_id"] == str(saved.pair_ids[2])]
+    assert kayak[0].startswith("I bought a red kayak last Saturday.") and "(" in kayak[0]
+    # A second run keys nothing; a pair whose checkpoint is lost is keyed again without a duplicate.
+    assert _dream_keys(database, "alice").pairs == 0
+    with database.connect() as conn:
+        conn.execute("UPDATE pair_stages SET keyed_at = NULL WHERE user_id = 'alice'")
+    assert _dream_keys(database, "alice").pairs == 3 and len(_keys(database, "alice")) == 7
+    # Keying from several threads at once writes each key once.
+    with database.connect() as conn:
+        conn.execute("UPDATE pair_stages SET keyed_at = NULL WHERE user_id = 'alice'")
+    threads = [threading.Thread(target=_dream_keys, args=(database, "alice")) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(_keys(database, "alice")) == 7
+
+
+def test_keys_are_inspected_exported_imported_and_forgotten_with_their_pair(database):
+    database.ensure_schema(HashEmbedder.spec)
+    embedder = HashEmbedder()
+    saved = save_validated_pairs(database, embedder, "carol", "default", _pairs([TALK, "Tell me a joke."]))
+    _dream_keys(database, "carol")
+    detail = read_pair("carol", str(saved.pair_ids[0]), database=database)
+    assert detail["keyed"] and [k["text"] for k in detail["keys"] if k["kind"] == "statement"] == user_statements(TALK)
+    assert all(k["embedded"] for k in detail["keys"])
+    lines = list(export_lines("carol", database=database))
+    dreams = [json.loads(line)["dream"] for line in lines[1:] if "dream" in json.loads(line)]
+    assert [len(d["keys"]) for d in dreams] == [5, 0] and all(d["keyed"] for d in dreams)
+    records = [(f"line {n}", json.loads(line)) for n, line in enumerate(lines, 1)]
+    import_records(records, "dave", database=database, embedder=embedder)
+    assert [(r["kind"], r["position"], r["key_text"]) for r in _keys(database, "dave")] == \
+        [(r["kind"], r["position"], r["key_text"]) for r in _keys(database, "carol")]
+    assert _dream_keys(database, "dave").pairs == 0  # imported as keyed: no stage redoes them
+    # A key the database could not store is refused with its line and field named, and nothing is stored.
+    bad = [records[0], (records[1][0], {**records[1][1], "dream": {**records[1][1]["dream"],
+                                                                  "keys": [{"kind": "rumour", "position": 0,
+                                                                            "text": "x"}]}})]
+    bad[0] = (bad[0][0], {"export": {**bad[0][1]["export"], "pairs": 1, "subjects": 0}})
+    with pytest.raises(Exception, match="dream.keys"):
+        import_records(bad, "erin", database=database, embedder=embedder)
+    assert not _keys(database, "erin")
+    forget_pairs("carol", [str(saved.pair_ids[0])], database=database)
+    assert not _keys(database, "carol") and len(_keys(database, "dave")) == 5
+
+
+def test_recall_draws_a_pair_by_its_key_and_ranks_it_by_key_match(database):
+    database.ensure_schema(HashEmbedder.spec)
+    build_user(database, "frank", pairs=60, subjects=4, seed=3)
+    target = save_validated_pairs(database, HashEmbedder(), "frank", "default", _pairs([TALK], day=30)).pair_ids[0]
+    _dream_keys(database, "frank")
+    statement = user_statements(TALK)[1]
+    weights = SignalWeights(tuple(1.0 if name == "key_match" else 0.0 for name in SIGNAL_NAMES), 1.0, "keys")
+    with database.connect() as conn:
+        def pool(key_pool_size):
+            return composite_rows(conn, user_id="frank", kg_id="default", query_embedding=text_vector(statement),
+                                  query_text="zzz", weights=weights, pool_size=3, lexical_pool_size=0,
+                                  key_pool_size=key_pool_size, reference_time=EPOCH + timedelta(days=70))
+        found = {str(row["id"]): row for row in pool(5)}
+        assert str(target) not in {str(row["id"]) for row in pool(0)}  # the pair's own vectors miss it
+        row = found[str(target)]
+        assert row["in_key_pool"] and row["key_match"] == pytest.approx(1.0, abs=1e-6)
+        assert next(iter(found)) == str(target)  # key_match ranks it first
+        # key_match is each candidate's best key cosine (0 without keys), as the reference states it.
+        keys = {}
+        for key in _keys(database, "frank"):
+            keys.setdefault(key["pair_id"], []).append(key["embedding"])
+        query = text_vector(statement)
+        for pair_id, candidate in found.items():
+            expected = max((float(np.dot(query, k) / np.linalg.norm(k)) for k in keys.get(pair_id, [])), default=0.0)
+            assert candidate["key_match"] == pytest.approx(max(expected, 0.0), abs=1e-5)
+        # A later question (as_of before the pair) never reaches it through its keys.
+        early = composite_rows(conn, user_id="frank", kg_id="default", query_embedding=query, query_text="zzz",
+                               weights=weights, pool_size=3, lexical_pool_size=0, key_pool_size=5,
+                               as_of=EPOCH + timedelta(days=20), reference_time=EPOCH + timedelta(days=20))
+        assert str(target) not in {str(r["id"]) for r in early}
+    assert datetime.now(UTC) > EPOCH
