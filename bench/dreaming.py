@@ -3,10 +3,11 @@
     .venv/bin/python bench/dreaming.py [--runs 3] [--latency-samples 15]
 
 - throughput: a user with 2,000 LongMemEval pairs (already embedded) is dreamed from scratch — dating,
-  extraction, merge (subject embeddings included), links, refinement — 3 times (clear the graph, sync) with
-  the offline default (entities: spaCy in worker processes); pairs/s (median), and the statements and
-  transactions sent to Postgres per pair. Beside it, taking turns run by run, the same without the dating
-  stage: what reading time costs.
+  keying (key vectors included), extraction, merge (subject embeddings included), links, refinement — 3
+  times (clear the graph, sync) with the offline default (entities: spaCy in worker processes); pairs/s
+  (median), and the statements and transactions sent to Postgres per pair. Beside it, taking turns run by
+  run, the same without the keying stage (what the keys cost) and without keying and dating (what reading
+  time costs).
 - fast path: a user whose 5,000 pairs are already dreamed saves one new pair and dreams it at once
   (save_and_sync); the time from save to a linked graph, per pair. Each run takes --latency-samples pairs
   and reports p50/p95; the medians of the runs are the headline. Beside it, taking turns sample by sample,
@@ -96,15 +97,18 @@ def main() -> None:
             conn.execute(load_sql("bench/copy_user_pairs"), {"target": "bench-2k", "source": "bench-5k", "limit": args.throughput_pairs})
 
         throughput: dict = {"runs_s": [], "statements": [], "transactions": []}
-        without_dating_s: list[float] = []
+        # Taking turns, run by run: every stage (the product, the headline); without the keying stage (what
+        # the keys cost); without keying and dating (what reading time costs, beside the previous one).
+        variants = {"every stage": (), "without keys": ("pair_keys",), "without keys and dating": ("pair_keys", "pair_dates")}
+        variant_s: dict[str, list[float]] = {name: [] for name in variants}
         every_stage = sync.STAGES
-        for run in range(args.runs * 2):
-            # Taking turns: every stage (the product, the headline), then the same without dating.
-            dated = (run % 2 == 0) == (run // 2 % 2 == 0)
+        for run in range(args.runs * len(variants)):
+            names = list(variants)
+            name = names[(run + run // len(names)) % len(names)]  # each round starts with the next variant
             linking.clear_user_graph(database, "bench-2k", "default")
             with database.connect() as conn:
                 conn.execute(load_sql("bench/reset_dating"), {"user_id": "bench-2k", "kg_id": "default"})
-            sync.STAGES = every_stage if dated else tuple(s for s in every_stage if s.asset != "pair_dates")
+            sync.STAGES = tuple(s for s in every_stage if s.asset not in variants[name])
             try:
                 with counted_statements() as sent:
                     started = time.perf_counter()
@@ -113,29 +117,33 @@ def main() -> None:
             finally:
                 sync.STAGES = every_stage
             assert result.extraction["pairs"] == args.throughput_pairs, result.extraction
-            if not dated:
-                without_dating_s.append(seconds)
-                console.print(f"throughput without dating: {args.throughput_pairs / seconds:.1f} pairs/s")
+            variant_s[name].append(seconds)
+            console.print(f"throughput run {run + 1} ({name}): {args.throughput_pairs / seconds:.1f} pairs/s")
+            if name != "every stage":
                 continue
-            assert result.dating["pairs"] == args.throughput_pairs, result.dating
+            assert result.dating["pairs"] == result.keys["pairs"] == args.throughput_pairs, (result.dating, result.keys)
             throughput["runs_s"].append(seconds)
             throughput["statements"].append(sent["statements"])
             throughput["transactions"].append(sent["transactions"])
-            throughput["stages_last_run"] = {"dating": result.dating, "extraction": result.extraction, "merge": result.merge,
+            throughput["stages_last_run"] = {"dating": result.dating, "keys": result.keys,
+                                             "extraction": result.extraction, "merge": result.merge,
                                              "links": result.links, "refinement": result.refinement}
             throughput["graph"] = graph_reports.graph_stats(database, "bench-2k")
-            console.print(f"throughput run {run + 1}: {args.throughput_pairs / seconds:.1f} pairs/s, "
-                          f"{sent['statements'] / args.throughput_pairs:.2f} statements a pair")
         median_s = statistics.median(throughput["runs_s"])
+        without_keys_s = statistics.median(variant_s["without keys"])
+        without_dating_s = statistics.median(variant_s["without keys and dating"])
         throughput.update({
             "pairs": args.throughput_pairs, "median_s": round(median_s, 2),
             "pairs_per_s": round(args.throughput_pairs / median_s, 1),
             "runs_s": [round(s, 2) for s in throughput["runs_s"]],
             "statements_per_pair": round(statistics.median(throughput.pop("statements")) / args.throughput_pairs, 3),
             "transactions_per_pair": round(statistics.median(throughput.pop("transactions")) / args.throughput_pairs, 3),
-            "without_dating": {"runs_s": [round(s, 2) for s in without_dating_s],
-                               "pairs_per_s": round(args.throughput_pairs / statistics.median(without_dating_s), 1)},
-            "with_to_without_dating": round(statistics.median(without_dating_s) / median_s, 3)})
+            "without_keys": {"runs_s": [round(s, 2) for s in variant_s["without keys"]],
+                             "pairs_per_s": round(args.throughput_pairs / without_keys_s, 1)},
+            "with_to_without_keys": round(without_keys_s / median_s, 3),
+            "without_keys_and_dating": {"runs_s": [round(s, 2) for s in variant_s["without keys and dating"]],
+                                        "pairs_per_s": round(args.throughput_pairs / without_dating_s, 1)},
+            "with_to_without_dating": round(without_dating_s / without_keys_s, 3)})
 
         started = time.perf_counter()
         dream(database, "bench-5k")
@@ -187,9 +195,11 @@ def main() -> None:
                       "embedding": f"{embedder.spec}, {runtimes[0]} runtime",
                       "background_embedding_pairs_per_s": round(len(background) / background_embedding_s, 1)},
         "throughput": {**throughput, "extractor": "entities",
-                       "note": "pairs already embedded; dating, extraction, merge (with subject embeddings), "
-                               "links and refinement; statements: queries sent, transactions apart; "
-                               "with_to_without_dating: throughput with the dating stage over the same without it"},
+                       "note": "pairs already embedded; dating, keying (key vectors included), extraction, merge "
+                               "(with subject embeddings), links and refinement; statements: queries sent, "
+                               "transactions apart; with_to_without_keys: throughput with the keying stage over "
+                               "the same without it; with_to_without_dating: without keying, throughput with "
+                               "the dating stage over the same without it"},
         "fast_path": {"background_pairs": len(background), "samples_per_run": args.latency_samples,
                       "runtime": runtimes[0], **fast_by_runtime[runtimes[0]],
                       "by_runtime": fast_by_runtime,
@@ -210,9 +220,13 @@ def main() -> None:
     table.add_row(f"throughput, {args.throughput_pairs} pairs",
                   f"{throughput['pairs_per_s']} pairs/s, {throughput['statements_per_pair']} statements a pair",
                   ", ".join(f"{s:.1f} s" for s in throughput["runs_s"]))
-    table.add_row("without the dating stage, taking turns", f"{throughput['without_dating']['pairs_per_s']} pairs/s "
-                  f"(with it: ×{throughput['with_to_without_dating']})",
-                  ", ".join(f"{s:.1f} s" for s in throughput["without_dating"]["runs_s"]))
+    table.add_row("without the keying stage, taking turns", f"{throughput['without_keys']['pairs_per_s']} pairs/s "
+                  f"(with it: ×{throughput['with_to_without_keys']})",
+                  ", ".join(f"{s:.1f} s" for s in throughput["without_keys"]["runs_s"]))
+    table.add_row("without keying and dating, taking turns",
+                  f"{throughput['without_keys_and_dating']['pairs_per_s']} pairs/s "
+                  f"(dating: ×{throughput['with_to_without_dating']})",
+                  ", ".join(f"{s:.1f} s" for s in throughput["without_keys_and_dating"]["runs_s"]))
     table.add_row(f"fast path p50, user with {len(background)} pairs", f"{results['fast_path']['p50_s_median']} s",
                   ", ".join(f"{r['p50_s']:.3f}" for r in latency_runs))
     table.add_row("fast path p95", f"{results['fast_path']['p95_s_median']} s",

@@ -15,6 +15,7 @@ from dreaming_dagster.sql import load_sql
 
 DIMENSION = 384
 START = datetime(2023, 1, 1, tzinfo=UTC)
+KEYS_PER_PAIR = 1.0  # index keys a pair, on average (the oracle memory: bench/results/longmemeval.json)
 PAIR_TYPES = ["uuid", "text", "text", "text", "int4", "text", "text", "timestamptz", "int4", "text", "vector",
               "vector"]
 
@@ -80,6 +81,18 @@ def load_user(conn, rng, user_id: str, pairs: int, subjects: int, clusters: int,
                                 hashlib.md5(f"{user_id}:{i}".encode()).hexdigest(), vector, reply_vector])
             progress.update(stop - start)
     conn.execute(load_sql("bench/mark_user_dreamed"), {"user_id": user_id})
+    # Index keys as the keying stage writes them: a Poisson number a pair (KEYS_PER_PAIR on average, as on
+    # the LongMemEval oracle memory), each a sentence of the pair's topic.
+    key_counts = np.minimum(rng.poisson(KEYS_PER_PAIR, size=pairs), 8)
+    key_vectors = around(rng, centres[np.repeat(pair_topic, key_counts)], 1.0)
+    with conn.cursor() as cursor, cursor.copy(load_sql("bench/copy_keys")) as copy:
+        copy.set_types(["uuid", "text", "text", "text", "int4", "text", "vector"])
+        row = 0
+        for i in range(pairs):
+            for position in range(int(key_counts[i])):
+                copy.write_row([pair_ids[i], user_id, "default", "statement", position, f"key {i}.{position}",
+                                key_vectors[row]])
+                row += 1
     subject_topic = rng.choice(clusters, size=subjects, p=weights)
     subject_ids = [uuid.UUID(bytes=rng.bytes(16), version=4) for _ in range(subjects)]
     subject_vectors = around(rng, centres[subject_topic], 0.8)

@@ -18,9 +18,11 @@ from dreaming_dagster.memory.export import export_lines, import_records
 from dreaming_dagster.memory.forgetting import forget_pairs
 from dreaming_dagster.memory.inspection import read_pair
 from dreaming_dagster.pipeline import dating, keying
+from dreaming_dagster.pipeline.pending_work import pending_work_params
 from dreaming_dagster.retrieval.ranker import SignalWeights
 from dreaming_dagster.retrieval.recaller import composite_rows
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
+from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.records import MemoryPair
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_vector
 
@@ -87,6 +89,12 @@ def test_the_keying_stage_writes_each_key_once_for_its_own_user(database):
     with database.connect() as conn:
         conn.execute("UPDATE pair_stages SET keyed_at = NULL WHERE user_id = 'alice'")
     assert _dream_keys(database, "alice").pairs == 3 and len(_keys(database, "alice")) == 7
+    # A user whose pairs were dreamed before keys existed has work: the sensor dreams them once more.
+    with database.connect() as conn:
+        conn.execute("UPDATE pair_stages SET keyed_at = NULL, extracted_at = now() WHERE user_id = 'alice'")
+        pending = {row["user_id"]: row["pending"] for row in conn.execute(
+            load_sql("memory_pairs/users_with_pending_work"), pending_work_params())}
+    assert pending.get("alice", 0) >= 3
     # Keying from several threads at once writes each key once.
     with database.connect() as conn:
         conn.execute("UPDATE pair_stages SET keyed_at = NULL WHERE user_id = 'alice'")

@@ -3,6 +3,7 @@ without a model, as_of and session semantics, v1/v2 model files, recall's inputs
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -214,6 +215,25 @@ def test_a_replaced_model_file_is_picked_up(database, memory, tmp_path):
     assert recaller.recall("alice", "the car").weights.model.startswith("v1")
     write_model(path, 7, seed=1)
     assert recaller.recall("alice", "the car").weights.model.startswith("v2")
+
+
+def test_a_model_trained_on_other_features_is_not_used_and_recall_goes_on(database, memory, tmp_path, caplog):
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    path = write_model(tmp_path / "new.safetensors", 10)
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+    older = tmp_path / "ranker.safetensors"  # a file published before the window_share feature
+    save_file(load_file(str(path)), str(older),
+              metadata=metadata | {"feature_names": json.dumps(list(FEATURE_NAMES[:-1]))})
+    recaller = Recaller(database, HashEmbedder(), ranker_path=older)
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            assert recaller.recall("alice", "the car").weights == COSINE_ONLY
+    assert sum("not used" in r.getMessage() for r in caplog.records) == 1  # said once a file
+    write_model(older, 10, seed=2)  # a model trained again is picked up
+    assert recaller.recall("alice", "the car").weights.model.startswith("v5")
 
 
 def test_features_are_bounded_and_named():

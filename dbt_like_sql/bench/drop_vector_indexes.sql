@@ -2,3 +2,4 @@
 DROP INDEX IF EXISTS memory_pairs_embedding_hnsw_idx;
 DROP INDEX IF EXISTS memory_pairs_reply_embedding_hnsw_idx;
 DROP INDEX IF EXISTS subjects_embedding_hnsw_idx;
+DROP INDEX IF EXISTS memory_keys_embedding_idx;

@@ -15,8 +15,8 @@ WITH inserted AS (
     FROM generate_series(1, %(users)s) AS u, generate_series(0, %(pairs_per_user)s - 1) AS p
     RETURNING id, user_id, kg_id, turn_index
 )
-INSERT INTO pair_stages (pair_id, user_id, kg_id, extracted_at, subjects_merged_at, kg_stored_at)
-SELECT id, user_id, kg_id, dreamed_at, dreamed_at, dreamed_at
+INSERT INTO pair_stages (pair_id, user_id, kg_id, extracted_at, subjects_merged_at, kg_stored_at, keyed_at)
+SELECT id, user_id, kg_id, dreamed_at, dreamed_at, dreamed_at, dreamed_at
 FROM (SELECT id, user_id, kg_id,
              CASE WHEN substr(user_id, 6)::bigint %% %(pending_every)s = 0 AND turn_index = 0 THEN NULL
                   ELSE now() END AS dreamed_at

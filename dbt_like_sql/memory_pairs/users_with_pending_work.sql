@@ -20,6 +20,12 @@ FROM (
            OR s.last_attempt_at < now() - make_interval(secs => %(cooldown_seconds)s))  -- parked, cool-down over
     GROUP BY s.user_id
     UNION ALL
+    -- Keys (migration 0030): a pair dreamed before keys existed is keyed by the user's next run.
+    SELECT s.user_id, count(*), max(p.ingested_at)
+    FROM pair_stages s JOIN memory_pairs p ON p.id = s.pair_id
+    WHERE s.keyed_at IS NULL AND s.extracted_at IS NOT NULL AND s.kg_id <> %(training_kg)s
+    GROUP BY s.user_id
+    UNION ALL
     SELECT s.user_id, count(*), max(p.ingested_at)
     FROM pair_stages s JOIN memory_pairs p ON p.id = s.pair_id
     WHERE s.extracted_at IS NOT NULL AND s.subjects_merged_at IS NULL AND s.kg_id <> %(training_kg)s

@@ -43,6 +43,7 @@ from dreaming_dagster.retrieval.ranker import (
     COSINE_AND_TIME,
     COSINE_ONLY,
     RankerFile,
+    RankerFileError,
     SignalWeights,
     load_ranker,
     predict_weights,
@@ -371,14 +372,22 @@ class Recaller:
     # -- the model --------------------------------------------------------------------------------
     def ranker(self) -> RankerFile | None:
         """The ranker file at ``ranker_path``, reloaded when the file changes (publishing a model is
-        replacing the file); None, meaning pure cosine, when there is no file."""
+        replacing the file); None, meaning pure cosine, when there is no file or the file cannot serve this
+        code (trained on other features or signals, unreadable): that is logged once a file, and recall goes
+        on without it until a model is trained again."""
         if self.ranker_path is None or not self.ranker_path.is_file():
             self._ranker, self._ranker_stamp = None, None
             return None
         stat = self.ranker_path.stat()
         stamp = (stat.st_mtime_ns, stat.st_size)
         if stamp != self._ranker_stamp:
-            ranker = load_ranker(self.ranker_path)
+            try:
+                ranker = load_ranker(self.ranker_path)
+            except RankerFileError as error:
+                logger.warning("ranker %s not used, recall ranks without a model: %s (run train_ranker_job)",
+                               self.ranker_path, error)
+                self._ranker, self._ranker_stamp = None, stamp
+                return None
             if ranker.embedding_dim != self.embedder.spec.dimension:
                 raise ValueError(f"ranker {self.ranker_path} reads {ranker.embedding_dim}-d embeddings but the "
                                  f"embedder is {self.embedder.spec}; retrain it for this embedder")

@@ -26,7 +26,7 @@ class _BacklogCollector:
                 row = conn.execute(load_sql("service/backlog"), extraction_retry_params()).fetchone()
         except Exception:  # noqa: BLE001 - a scrape while the database is down reports requests only
             return
-        for stage in ("embedding", "dating", "extraction", "merge", "links"):
+        for stage in ("embedding", "dating", "keying", "extraction", "merge", "links"):
             pending.add_metric([stage], row[stage])
         failed.add_metric([], row["failed"])
         yield pending

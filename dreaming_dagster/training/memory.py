@@ -75,7 +75,7 @@ def load_benchmark_memory(database: Database, embedder: Embedder, extractor: Ext
                           limit: int | None = None, only: frozenset[str] | None = None, log: Callable[[str], None] = print) -> MemoryManifest:
     started = time.perf_counter()
     counts = {"pairs_inserted": 0, "pairs_duplicate": 0, "pairs_rejected": 0, "subjects_created": 0,
-              "subjects_merged": 0, "links": 0}
+              "subjects_merged": 0, "links": 0, "pairs_keyed": 0, "keys": 0}
     questions: list[BenchmarkQuestion] = []
     users: dict[str, str] = {}
     pending: dict[str, list] = {}
@@ -94,6 +94,8 @@ def load_benchmark_memory(database: Database, embedder: Embedder, extractor: Ext
         counts["subjects_created"] += result.merge.get("created", 0)
         counts["subjects_merged"] += result.merge.get("merged", 0)
         counts["links"] += result.links.get("links", 0)
+        counts["pairs_keyed"] += result.keys.get("pairs", 0)
+        counts["keys"] += result.keys.get("statements", 0) + result.keys.get("events", 0)
 
     for n, (raw, question) in enumerate(iter_questions(dataset, limit, only), 1):
         user_id = benchmark_user(mode, user_prefix, question.question_id)
