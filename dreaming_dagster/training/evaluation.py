@@ -19,6 +19,7 @@ from dreaming_dagster.training.variants import PUBLISHED_VERSION, ablation_data,
 LONGMEMEVAL_TYPE_ORDER = ("knowledge-update", "single-session-assistant", "single-session-user", "multi-session",
                           "temporal-reasoning", "single-session-preference")
 BY_TYPE_METRICS = ("recall@10", "ndcg@10", "session_all@10")
+SPREAD_CHOICES = (1, 2, 3)  # pairs a session may hold of a gathering question's top 10, compared
 SPREAD = f"{PUBLISHED_VERSION} + sessions spread"
 
 
@@ -34,10 +35,13 @@ class Evaluation:
     # method → signal → mean weight over the first split (predicted type); and the mean scale
     mean_weights: dict[str, dict[str, float]] = field(default_factory=dict)
     questions: dict[str, int] = field(default_factory=dict)
+    # split → the newest model on the questions that gather, by the most pairs a session may hold of the
+    # top 10 ("off": the ranker's order) → metric → mean; "questions": how many gather
+    spread: dict[str, dict] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"overall": self.overall, "by_type": self.by_type, "mean_weights": self.mean_weights,
-                "questions": self.questions}
+                "questions": self.questions, "spread_on_gathering_questions": self.spread}
 
 
 def spread_scores(data: TrainingData, scores: np.ndarray, rows: Sequence[int], gathering: Sequence[bool],
@@ -87,6 +91,16 @@ def evaluate(data: TrainingData, models: Mapping[str, CompositeRanker], *, predi
                 gathering = [gathering_all[q] for q in rows]
                 per_method[SPREAD] = ranking_metrics(
                     pools, spread_scores(pools, scores, rows, gathering, per_session), rows)
+                members = [rows[i] for i, g in enumerate(gathering) if g]
+                if members:
+                    subset = [i for i, g in enumerate(gathering) if g]
+                    variants = {"off": scores[subset], **{str(n): spread_scores(pools, scores[subset], members,
+                                                                                [True] * len(members), n)
+                                                          for n in SPREAD_CHOICES}}
+                    evaluation.spread[split] = {"questions": len(members), **{
+                        name: {metric: mean_metric(ranking_metrics(pools, ranked, members), metric)
+                               for metric in ("recall@10", "ndcg@10", "session_any@10", "session_all@10")}
+                        for name, ranked in variants.items()}}
             if split == next(iter(splits)) and "gold" not in label:
                 evaluation.mean_weights[label] = {
                     **{name: float(weights[:, i].mean()) for i, name in enumerate(SIGNALS_BY_VERSION[version])},
@@ -139,6 +153,13 @@ def markdown_report(evaluation: Evaluation, *, title: str, context: Mapping[str,
             for question_type, row in by_type.items():
                 lines.append(f"| {question_type} | {row['n']} | " + " | ".join(
                     f"{_fmt(row[m]['recall@10'])} / {_fmt(row[m]['ndcg@10'])}" for m in type_methods) + " |")
+    for split, variants in evaluation.spread.items():
+        names = [name for name in variants if name != "questions"]
+        lines += ["", f"Questions that gather ({split}, {variants['questions']}): {PUBLISHED_VERSION}'s top 10 with at "
+                  "most n pairs of one session (off: the ranker's order)", "",
+                  "| metric | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+        for metric in ("recall@10", "ndcg@10", "session_any@10", "session_all@10"):
+            lines.append(f"| {metric} | " + " | ".join(_fmt(variants[n][metric]) for n in names) + " |")
     if evaluation.mean_weights:
         keys = list(evaluation.mean_weights)
         lines += ["", f"## Mean learned weights ({next(iter(evaluation.overall))}, predicted question type)", "",
