@@ -30,6 +30,9 @@ including the round trip:
 - served: as hybrid with the graph side recall() adds by default (DREAMING_RECALL_GRAPH_POOL_SIZE 20 pairs
   through the DREAMING_RECALL_GRAPH_SUBJECTS 10 subjects nearest the query and those whose name holds a
   query word): the ranking statement every recall() runs for a question that names no time;
+- served, before keys: the served statement of --baseline-rev (the last before index keys), on the same data,
+  beside today's, which also draws through the keys (DREAMING_RECALL_KEY_POOL_SIZE 20 pairs) and computes
+  key_match; the heavy user has synthetic keys (bench/synthetic.py: KEYS_PER_PAIR a pair);
 - served, month window: the same for a question naming a month (the heavy user's last full month, ~2,700
   pairs): time_fit and the time-window side of the pool (DREAMING_RECALL_TIME_POOL_SIZE by vector and by
   BM25 among the month's pairs) added;
@@ -62,7 +65,15 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import torch
-from common import ORACLE, bench_parser, embedded_admin_url, machine, percentile, stopped_on_exit  # first
+from common import (  # first
+    ORACLE,
+    ROOT,
+    bench_parser,
+    embedded_admin_url,
+    machine,
+    percentile,
+    stopped_on_exit,
+)
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from synthetic import DIMENSION, START, load_user, queries_around
@@ -93,6 +104,7 @@ from dreaming_dagster.retrieval.recaller import (
     TimeSide,
     composite_parameters,
     composite_rows,
+    lexical_pool_pairs,
     open_recall_connection,
 )
 from dreaming_dagster.sql import load_sql
@@ -110,6 +122,9 @@ PRUNING_RULES = {
     "every posting": LexicalPruning(seed_postings=0),
 }
 
+
+BASELINE_REV = "c93be83"  # the last revision before index keys
+KEY_POOL_SIZE = DreamingSettings().recall_key_pool_size
 
 def oracle_texts(dataset: Path) -> tuple[list[tuple[str, str]], list[str]]:
     """The oracle's distinct pairs (user, assistant) and its questions."""
@@ -182,6 +197,8 @@ def main() -> None:
     parser.add_argument("--lexical-pool-size", type=int, default=50)
     parser.add_argument("--ef-search", type=int, default=DreamingSettings().recall_ef_search)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--baseline-rev", default=BASELINE_REV,
+                        help="the revision whose ranking statement is timed beside today's (served_before_keys)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the embedded server's data here (to inspect plans afterwards)")
     parser.add_argument("--shared-buffers-rounds", type=int, default=2,
@@ -269,14 +286,27 @@ def main() -> None:
                           expression="last month")
 
         def composite(q, text, lexical_pool_size=0, remember=False, cache=None, graph=NO_GRAPH_SIDE,
-                      time=NO_TIME):
+                      time=NO_TIME, key_pool_size=0):
             return composite_rows(conn, lexical_postings=cache, user_id="heavy", kg_id="default", query_embedding=q,
                                   query_text=text, weights=weights, pool_size=args.pool_size,
                                   lexical_pool_size=lexical_pool_size, row_limit=10, remember_query=remember,
-                                  graph=graph, time=time, time_side=TimeSide())
+                                  graph=graph, time=time, time_side=TimeSide(), key_pool_size=key_pool_size)
+
+        # The served statement as it was before index keys (--baseline-rev), on the same data and lexical pool.
+        baseline_sql = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{args.baseline_rev}:dbt_like_sql/retrieval/composite_ranking.sql"],
+            capture_output=True, text=True, check=True).stdout
+
+        def served_before_keys(q, text):
+            params = composite_parameters(user_id="heavy", kg_id="default", query_embedding=q, query_text=text,
+                                          weights=weights, pool_size=args.pool_size,
+                                          lexical_pool_size=args.lexical_pool_size, row_limit=10,
+                                          graph=DEFAULT_GRAPH_SIDE, time_side=TimeSide())
+            params["lexical_pool_pairs"] = lexical_pool_pairs(conn, params, postings)
+            return conn.execute(baseline_sql, params).fetchall()
 
         series = {"plain": [], "composite": [], "hybrid": [], "hybrid_statement_pool": [], "hybrid_cold_cache": [],
-                  "hybrid_remember": [], "served": [], "served_month_window": []}
+                  "hybrid_remember": [], "served": [], "served_before_keys": [], "served_month_window": []}
         calls = {"plain": lambda q, text: plain(q), "composite": composite,
                  "hybrid": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings),
                  "hybrid_statement_pool": lambda q, text: composite(q, text, args.lexical_pool_size),
@@ -286,9 +316,11 @@ def main() -> None:
                  "hybrid_remember": lambda q, text: composite(q, text, args.lexical_pool_size, remember=True,
                                                               cache=postings),
                  "served": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings,
-                                                     graph=DEFAULT_GRAPH_SIDE),
+                                                     graph=DEFAULT_GRAPH_SIDE, key_pool_size=KEY_POOL_SIZE),
+                 "served_before_keys": served_before_keys,
                  "served_month_window": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings,
-                                                                  graph=DEFAULT_GRAPH_SIDE, time=month)}
+                                                                  graph=DEFAULT_GRAPH_SIDE, time=month,
+                                                                  key_pool_size=KEY_POOL_SIZE)}
         # The held postings start with every question's words, as a serving process holds the words it has
         # been asked about: a word's first read (its whole postings list, tens of milliseconds for a common
         # word) would otherwise land on whichever of the four series sharing this cache runs first, and decide
@@ -316,7 +348,7 @@ def main() -> None:
         for numerator, denominator in (("hybrid", "composite"), ("hybrid_statement_pool", "composite"),
                                        ("hybrid_cold_cache", "composite"), ("composite", "plain"),
                                        ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite"),
-                                       ("served_month_window", "served")):
+                                       ("served", "served_before_keys"), ("served_month_window", "served")):
             for stat in ("p50", "p99"):
                 latency[f"ratio_{numerator}_to_{denominator}_{stat}"] = round(
                     latency[numerator][f"{stat}_ms"] / latency[denominator][f"{stat}_ms"], 2)
