@@ -43,6 +43,8 @@ from dreaming_dagster.defs.resources import (
 )
 from dreaming_dagster.defs.training import assets as ranker_assets
 from dreaming_dagster.ingest.readers import default_haystacks_path
+from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
+from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.training.longmemeval import file_sha256
 from dreaming_dagster.training.workspace import RankerWorkspace
@@ -110,6 +112,10 @@ def main() -> None:
                                if not isinstance(v.value, str) or not v.value.startswith("![")}
                         for name in ASSETS}
         total = round(time.perf_counter() - started, 1)
+        with resources["dreaming_db"].database().connect() as conn:
+            keys = {row["memory"]: {**row, "keys_per_pair": round(row["keys"] / row["pairs"], 3)}
+                    for row in conn.execute(load_sql("bench/key_counts"), {
+                        "kg_id": TRAINING_KG_ID, "oracle_user": "longmemeval", "haystack_users": "longmemeval-s-%"})}
         ws = RankerWorkspace(data_dir / "ranker")
         evaluation = json.loads(ws.evaluation_json.read_text())
         training = json.loads(ws.training.read_text())
@@ -127,11 +133,13 @@ def main() -> None:
         "config": run_config["ops"], "asset_seconds": seconds, "total_seconds": total,
         "memory": {k: v for k, v in memory.items() if k not in ("questions_by_type", "dataset")},
         "haystack_memory": {k: v for k, v in haystack_memory.items() if k != "dataset"},
+        "keys": keys,
         "pools": {k: v for k, v in metadata["longmemeval_pools"].items()
                   if k not in ("by_question_type", "questions_table", "candidates_table")},
         "training": {"split": {part: len(training[f"{part}_ids"]) for part in ("train", "dev", "validation")},
                      "classifier_dev_accuracy": training["classifier_dev_accuracy"],
                      "model_free_dev_ndcg@10": training["model_free_dev_ndcg@10"],
+                     "hidden": training["hidden"], "hidden_dev_ndcg@10": training["hidden_dev_ndcg@10"],
                      **{v: {"best_epoch": m["best_epoch"], "best_dev_ndcg@10": m["best_dev_ndcg@10"]}
                         for v, m in training["models"].items()}},
         "evaluation": evaluation,

@@ -93,18 +93,23 @@ def recall_rows(r: dict) -> Rows:
           for sb in [r.get("shared_buffers")] if sb]]
 
 
+LONGMEMEVAL_METHODS = ("cosine", "bm25", "cosine+bm25 (RRF)", "v5-oracle-only", "v5-without-time", "v5-without-keys",
+                       "v5 + sessions spread")
+
+
 def longmemeval_rows(r: dict) -> Rows:
-    v = r["evaluation"]["overall"]["validation"]
-    if "v4" not in v:
-        return [("status", "_the committed result predates v4 (time); rerun `make bench-longmemeval`_")]
-    methods = ("cosine", "bm25", "cosine+bm25 (RRF)", "v2 (cosine pool)", "v1", "v2", "v3")
-    return [("memory", f"{r['memory']['pairs_inserted']:,} pairs, {r['memory']['subjects_created']:,} subjects, "
-                       f"{r['memory']['links']:,} links ({r['embedding_model']}, {r['extraction_provider']} extraction)"),
-            ("wall time per asset", ", ".join(f"{k} {s} s" for k, s in r["asset_seconds"].items())),
-            *[(f"validation {name}", " · ".join(f"{method} {v[method][key]:.3f}" for method in methods if method in v)
-               + f" · **v4 {v['v4'][key]:.3f}**")
-              for name, key in (("NDCG@10", "ndcg@10"), ("Recall@10", "recall@10"), ("MRR", "mrr"),
-                                ("needle hit", "needle_hit"), ("pool recall (ceiling)", "pool_recall"))]]
+    overall = r["evaluation"]["overall"]
+    haystacks = r["haystack_memory"]
+    rows = [("memories", f"oracle pooled as one user ({r['memory']['answerable']} answerable questions); `_S`: "
+                         f"{haystacks['questions']} haystacks, one user each ({haystacks['dev_questions']} dev, "
+                         f"{haystacks['training_questions']} training questions)"),
+            ("split (questions)", ", ".join(f"{part} {n}" for part, n in r["training"]["split"].items())),
+            ("wall time per asset", ", ".join(f"{k} {s} s" for k, s in r["asset_seconds"].items()))]
+    for split, results in overall.items():
+        for name, key in (("Recall@10", "recall@10"), ("NDCG@10", "ndcg@10"), ("session recall_all@10", "session_all@10")):
+            rows.append((f"{split}: {name}", " · ".join(f"{m} {results[m][key]:.3f}" for m in LONGMEMEVAL_METHODS
+                                                       if m in results) + f" · **v5 {results['v5'][key]:.3f}**"))
+    return rows
 
 
 def time_rows(r: dict) -> Rows:

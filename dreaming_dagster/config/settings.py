@@ -127,7 +127,7 @@ class DreamingSettings(BaseSettings):
     recall_key_pool_size: int = Field(default=20, ge=0, le=1000)
     """recall candidates drawn through their index keys (the sentences where the user states something about
     themselves, dated events) that the other sides missed; 0 turns the key side off"""
-    recall_session_spread: int = Field(default=2, ge=0, le=1000)
+    recall_session_spread: int = Field(default=3, ge=0, le=1000)
     """for a question that gathers ("how many … in total", "all the …", "which … first", or one the classifier
     calls multi-session), at most this many of the top k from one session while other sessions have candidates
     (retrieval/coverage.py); 0 keeps the ranker's order"""
