@@ -320,38 +320,42 @@ def _dream(dream: object, where: str) -> dict:
         problem = "must be a list" if not isinstance(extracted, list) else json_problem(extracted)
         if problem:
             raise InvalidInputError("dream.extracted_subjects", problem, where)
-    times = dream.get("times") or []
-    if not isinstance(times, list):
-        raise InvalidInputError("dream.times", "must be a list", where)
-    seen = set()
-    for t in times:
-        try:
-            key = (t["source"], t["position"])
-            valid = (t["source"] in ("text", "llm") and _integer(t["position"]) and 0 <= t["position"] <= MAX_TURN_INDEX
-                     and isinstance(t["expression"], str) and 1 <= len(t["expression"].strip()) <= 200
-                     and not text_problem(t["expression"]) and _number(t["certainty"]) and 0 < t["certainty"] <= 1
-                     and key not in seen)
-            _time_range(t)  # the dates, their order and the granularity
-        except (KeyError, TypeError, ValueError, AttributeError):
-            valid = False
-        if not valid:
-            raise InvalidInputError("dream.times", f"holds an event this instance cannot store: {str(t)[:80]}", where)
-        seen.add(key)
-    keys = dream.get("keys") or []
-    if not isinstance(keys, list):
-        raise InvalidInputError("dream.keys", "must be a list", where)
-    seen_keys = set()
-    for k in keys:
-        try:
-            valid = (k["kind"] in KEY_KINDS and _integer(k["position"]) and 0 <= k["position"] <= MAX_TURN_INDEX
-                     and isinstance(k["text"], str) and 1 <= len(k["text"]) <= 400 and not text_problem(k["text"])
-                     and (k["kind"], k["position"]) not in seen_keys)
-        except (KeyError, TypeError):
-            valid = False
-        if not valid:
-            raise InvalidInputError("dream.keys", f"holds a key this instance cannot store: {str(k)[:80]}", where)
-        seen_keys.add((k["kind"], k["position"]))
+    _checked_items(dream, "times", "an event", _time_identity, where)
+    keys = _checked_items(dream, "keys", "a key", _key_identity, where)
     return dream | {"subjects": subjects, "keys": keys}
+
+
+def _checked_items(dream: dict, name: str, what: str, identity, where: str) -> list:
+    """A dream's list ``name``, each item checked as its table would take it: ``identity`` gives the item's
+    key, or None when the item cannot be stored; an item repeating a key is refused too."""
+    items = dream.get(name) or []
+    if not isinstance(items, list):
+        raise InvalidInputError(f"dream.{name}", "must be a list", where)
+    seen = set()
+    for item in items:
+        try:
+            key = identity(item)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            key = None
+        if key is None or key in seen:
+            raise InvalidInputError(f"dream.{name}", f"holds {what} this instance cannot store: {str(item)[:80]}",
+                                    where)
+        seen.add(key)
+    return items
+
+
+def _time_identity(t: dict) -> tuple | None:
+    _time_range(t)  # the dates, their order and the granularity
+    valid = (t["source"] in ("text", "llm") and _integer(t["position"]) and 0 <= t["position"] <= MAX_TURN_INDEX
+             and isinstance(t["expression"], str) and 1 <= len(t["expression"].strip()) <= 200
+             and not text_problem(t["expression"]) and _number(t["certainty"]) and 0 < t["certainty"] <= 1)
+    return (t["source"], t["position"]) if valid else None
+
+
+def _key_identity(k: dict) -> tuple | None:
+    valid = (k["kind"] in KEY_KINDS and _integer(k["position"]) and 0 <= k["position"] <= MAX_TURN_INDEX
+             and isinstance(k["text"], str) and 1 <= len(k["text"]) <= 400 and not text_problem(k["text"]))
+    return (k["kind"], k["position"]) if valid else None
 
 
 def _text(value: object, name: str, where: str, *, max_chars: int, required: bool = False) -> str:
