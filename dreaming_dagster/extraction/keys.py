@@ -83,8 +83,10 @@ def user_statements(user_message: str) -> list[str]:
     nlp, matcher = _statement_finder()
     doc = nlp(user_message)
     found: list[str] = []
-    for sentence in doc.sents:
-        if matcher(sentence.as_doc()) and (text := _clean(sentence.text)) and text not in found:
+    # The patterns are matched over the whole text once; a match's sentence is its first token's.
+    for start in sorted({doc[start].sent.start for _, start, _ in matcher(doc)}):
+        text = _clean(doc[start].sent.text)
+        if text and text not in found:
             found.append(text)
             if len(found) == MAX_STATEMENTS:
                 break
