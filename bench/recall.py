@@ -452,12 +452,13 @@ def main() -> None:
             started = time.perf_counter()
             rows = composite_rows(conn, lexical_postings=postings, user_id="mid", kg_id="default", query_embedding=q,
                                   query_text=text, weights=weights, pool_size=args.pool_size,
-                                  lexical_pool_size=args.lexical_pool_size, row_limit=10, graph=DEFAULT_GRAPH_SIDE)
+                                  lexical_pool_size=args.lexical_pool_size, row_limit=10, graph=DEFAULT_GRAPH_SIDE,
+                                  key_pool_size=KEY_POOL_SIZE)
             if i >= 10:
                 mid_times.append((time.perf_counter() - started) * 1000)
             assert len(rows) == 10, ("mid", len(rows))
         mid_params = params | {"user_id": "mid", "graph_pool_size": DEFAULT_GRAPH_SIDE.pool_size,
-                               "graph_subjects": DEFAULT_GRAPH_SIDE.subjects}
+                               "graph_subjects": DEFAULT_GRAPH_SIDE.subjects, "key_pool_size": KEY_POOL_SIZE}
         exact_scan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_sql("bench/exact_vector_scan"),
                                   {"user_id": "mid", "kg_id": "default", "query": queries[0]}).fetchone()["QUERY PLAN"][0]
         scanned = exact_scan["Plan"]["Actual Rows"]
