@@ -89,7 +89,7 @@ def longmemeval_haystacks(context: dg.AssetExecutionContext, config: LongMemEval
     """LongMemEval `_S` haystacks as users: each chosen training-split question's own ~50 sessions (its evidence
     among distractors, over days to weeks) become one user's memory, dreamed like any user's — the memory
     a ranker meets in use. Every dev question's haystack and a stratified sample of training questions;
-    built once (~15 pairs/s on 2 cores: ~250 pairs a question) and reused, since re-runs only do what is
+    built once (embedding ~250 pairs a question is the slow part) and reused, since re-runs only do what is
     missing."""
     from dreaming_dagster.ingest.readers import default_haystacks_path
     from dreaming_dagster.training.memory import MemoryManifest, load_benchmark_memory
