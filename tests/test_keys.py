@@ -91,7 +91,8 @@ def test_the_keying_stage_writes_each_key_once_for_its_own_user(database):
     assert _dream_keys(database, "alice").pairs == 3 and len(_keys(database, "alice")) == 7
     # A user whose pairs were dreamed before keys existed has work: the sensor dreams them once more.
     with database.connect() as conn:
-        conn.execute("UPDATE pair_stages SET keyed_at = NULL, extracted_at = now() WHERE user_id = 'alice'")
+        conn.execute("UPDATE pair_stages SET keyed_at = NULL, extracted_at = now(), subjects_merged_at = now(), "
+                     "kg_stored_at = now() WHERE user_id = 'alice'")
         pending = {row["user_id"]: row["pending"] for row in conn.execute(
             load_sql("memory_pairs/users_with_pending_work"), pending_work_params())}
     assert pending.get("alice", 0) >= 3

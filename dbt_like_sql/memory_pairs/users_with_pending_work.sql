@@ -20,10 +20,11 @@ FROM (
            OR s.last_attempt_at < now() - make_interval(secs => %(cooldown_seconds)s))  -- parked, cool-down over
     GROUP BY s.user_id
     UNION ALL
-    -- Keys (migration 0030): a pair dreamed before keys existed is keyed by the user's next run.
+    -- Keys (migration 0030): a pair through every other stage but not keyed (dreamed before keys existed) is
+    -- keyed by the user's next run; a pair still on its way counts once, in the branches above and below.
     SELECT s.user_id, count(*), max(p.ingested_at)
     FROM pair_stages s JOIN memory_pairs p ON p.id = s.pair_id
-    WHERE s.keyed_at IS NULL AND s.extracted_at IS NOT NULL AND s.kg_id <> %(training_kg)s
+    WHERE s.keyed_at IS NULL AND s.kg_stored_at IS NOT NULL AND s.kg_id <> %(training_kg)s
     GROUP BY s.user_id
     UNION ALL
     SELECT s.user_id, count(*), max(p.ingested_at)
