@@ -107,7 +107,7 @@ def main() -> None:
             name = names[(run + run // len(names)) % len(names)]  # each round starts with the next variant
             linking.clear_user_graph(database, "bench-2k", "default")
             with database.connect() as conn:
-                conn.execute(load_sql("bench/reset_dating"), {"user_id": "bench-2k", "kg_id": "default"})
+                conn.execute(load_sql("bench/reset_dating_and_keys"), {"user_id": "bench-2k", "kg_id": "default"})
             sync.STAGES = tuple(s for s in every_stage if s.asset not in variants[name])
             try:
                 with counted_statements() as sent:

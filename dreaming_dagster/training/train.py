@@ -41,7 +41,6 @@ class TrainingData:
     needles: np.ndarray  # [Q, N] 0/1
     mask: np.ndarray  # [Q, N] bool
     total_relevant: np.ndarray  # [Q]
-    vector_mask: np.ndarray | None = None  # [Q, N] bool: drawn by cosine (None: every candidate was)
     memories: list[str] = field(default_factory=list)  # [Q] the memory each pool was drawn from
     window_days: list[int | None] = field(default_factory=list)  # [Q] the question's time window's length
     sessions: np.ndarray | None = None  # [Q, N] object: each candidate's session id
@@ -93,15 +92,20 @@ class TrainingData:
                    embeddings=np.stack([np.asarray(e, np.float32) for e in questions["embedding"]]) if q else
                    np.zeros((0, 1), np.float32),
                    signals=signals, similarity=similarity, labels=labels, needles=needles, mask=mask,
-                   total_relevant=questions["total_relevant"].to_numpy(np.int64), vector_mask=side_masks["vector"],
+                   total_relevant=questions["total_relevant"].to_numpy(np.int64),
                    memories=list(questions["memory"]), window_days=window_days, sessions=sessions,
                    evidence_sessions=evidence, side_masks=side_masks)
+
+    @property
+    def vector_mask(self) -> np.ndarray | None:
+        """[Q, N] bool: drawn by cosine (None: every candidate was — the pool is cosine's already)."""
+        return self.side_masks.get("vector")
 
     def vector_pool(self) -> TrainingData:
         """The same questions with only the candidates cosine drew: the pool before lexical retrieval."""
         if self.vector_mask is None:
             return self
-        return dataclasses.replace(self, mask=self.mask & self.vector_mask, vector_mask=None)
+        return dataclasses.replace(self, mask=self.mask & self.vector_mask, side_masks={})
 
     def without_side(self, side: str, signals: Sequence[str] = ()) -> TrainingData:
         """The same questions as if recall had no ``side`` (its candidates no other side drew leave the pool)
