@@ -78,6 +78,7 @@ def test_save_recall_sync_and_stats_through_the_api(service):
     assert dated["model"] == "cosine and time fit (no trained model)"
     synced = client.post("/v1/sync", headers=h, json={"user_id": "alice", "report": True}).json()
     assert synced["extraction"]["pairs"] == 2 and synced["graph"][0]["pairs"] == 2
+    assert synced["keys"]["pairs"] == 2  # the keying stage ran for both, and says so
     stats = client.get("/v1/users/alice/stats", headers=h).json()
     assert stats["memory"]["pairs"] == 2 and stats["graph"]["subjects"] >= 1 and stats["kg_id"] == "acme"
     assert client.get("/v1/users/bad%20id/stats", headers=h).json()["error"]["field"] == "user_id"

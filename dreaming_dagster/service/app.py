@@ -395,6 +395,6 @@ def found(value, what: str, identifier: str):
 def sync_response(result) -> Synced:
     """A SyncResult as POST /v1/sync and POST /v1/pairs (with sync) return it."""
     return Synced(**{"user_id": result.user_id, "seconds": round(result.seconds, 3), "embedding": result.embedding,
-            "dating": result.dating, "extraction": result.extraction, "merge": result.merge, "links": result.links,
-            "refinement": result.refinement, "graph": [jsonable(r) for r in result.graph],
+            "dating": result.dating, "keys": result.keys, "extraction": result.extraction, "merge": result.merge,
+            "links": result.links, "refinement": result.refinement, "graph": [jsonable(r) for r in result.graph],
             "warnings": result.warnings})

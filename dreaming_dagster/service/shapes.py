@@ -89,6 +89,7 @@ class Synced(BaseModel):
     seconds: float
     embedding: dict[str, Any]
     dating: dict[str, Any]
+    keys: dict[str, Any]
     extraction: dict[str, Any]
     merge: dict[str, Any]
     links: dict[str, Any]
