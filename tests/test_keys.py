@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dreaming_dagster.dates.expressions import TimeRange
-from dreaming_dagster.extraction.keys import MAX_STATEMENTS, event_keys, pair_keys, user_statements
+from dreaming_dagster.extraction.keys import MAX_STATEMENTS, event_keys, has_own_vector, pair_keys, user_statements
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.memory.export import export_lines, import_records
 from dreaming_dagster.memory.forgetting import forget_pairs
@@ -50,6 +50,9 @@ def test_event_keys_carry_the_day_the_dating_stage_resolved():
     keys = pair_keys(TALK, [(TALK.index("next month"), june)])
     assert [(k.kind, k.position) for k in keys] == [("statement", 0), ("statement", 1), ("statement", 2),
                                                      ("event", 0)]
+    # The event repeats the third statement's sentence: that statement's vector finds it, it has none.
+    assert [has_own_vector(k, keys) for k in keys] == [True, True, True, False]
+    assert has_own_vector(keys[3], keys[3:])
 
 
 def _pairs(texts, day=0):
@@ -62,7 +65,8 @@ def _keys(database, user_id):
     with database.connect() as conn:
         rows = conn.execute("SELECT pair_id::text, kind, position, key_text, embedding FROM memory_keys "
                             "WHERE user_id = %s ORDER BY pair_id, kind, position", (user_id,)).fetchall()
-    return [row | {"embedding": np.asarray(row["embedding"].to_numpy())} for row in rows]
+    return [row | {"embedding": None if row["embedding"] is None else np.asarray(row["embedding"].to_numpy())}
+            for row in rows]
 
 
 def _dream_keys(database, user_id):
@@ -80,8 +84,16 @@ def test_the_keying_stage_writes_each_key_once_for_its_own_user(database):
     assert (stats.pairs, stats.with_keys, stats.statements, stats.events) == (3, 2, 4, 3)  # "today" too
     rows = _keys(database, "alice")
     assert len(rows) == 7 and not _keys(database, "bob")  # bob's pairs wait for bob's own run
-    for row in rows:  # each key's vector is its own text's
-        assert np.allclose(row["embedding"], text_vector(row["key_text"]))
+    # Each key's vector is its own text's; an event repeating one of its pair's statements has none.
+    statements = {(r["pair_id"], r["key_text"]) for r in rows if r["kind"] == "statement"}
+    for row in rows:
+        repeats = row["kind"] == "event" and any(
+            pair == row["pair_id"] and row["key_text"].startswith(text + " (") for pair, text in statements)
+        if repeats:
+            assert row["embedding"] is None
+        else:
+            assert np.allclose(row["embedding"], text_vector(row["key_text"]))
+    assert sum(row["embedding"] is None for row in rows) == 2  # "next month" and the kayak's Saturday
     kayak = [r["key_text"] for r in rows if r["pair_id"] == str(saved.pair_ids[2])]
     assert kayak[0].startswith("I bought a red kayak last Saturday.") and "(" in kayak[0]
     # A second run keys nothing; a pair whose checkpoint is lost is keyed again without a duplicate.
@@ -114,14 +126,16 @@ def test_keys_are_inspected_exported_imported_and_forgotten_with_their_pair(data
     _dream_keys(database, "carol")
     detail = read_pair("carol", str(saved.pair_ids[0]), database=database)
     assert detail["keyed"] and [k["text"] for k in detail["keys"] if k["kind"] == "statement"] == user_statements(TALK)
-    assert all(k["embedded"] for k in detail["keys"])
+    # Every key is embedded but the "next month" event, which repeats a statement's sentence.
+    unembedded = [k["text"] for k in detail["keys"] if not k["embedded"]]
+    assert len(unembedded) == 1 and unembedded[0].startswith("I'm planning to buy a hybrid car next month. (")
     lines = list(export_lines("carol", database=database))
     dreams = [json.loads(line)["dream"] for line in lines[1:] if "dream" in json.loads(line)]
     assert [len(d["keys"]) for d in dreams] == [5, 0] and all(d["keyed"] for d in dreams)
     records = [(f"line {n}", json.loads(line)) for n, line in enumerate(lines, 1)]
     import_records(records, "dave", database=database, embedder=embedder)
-    assert [(r["kind"], r["position"], r["key_text"]) for r in _keys(database, "dave")] == \
-        [(r["kind"], r["position"], r["key_text"]) for r in _keys(database, "carol")]
+    assert [(r["kind"], r["position"], r["key_text"], r["embedding"] is None) for r in _keys(database, "dave")] == \
+        [(r["kind"], r["position"], r["key_text"], r["embedding"] is None) for r in _keys(database, "carol")]
     assert _dream_keys(database, "dave").pairs == 0  # imported as keyed: no stage redoes them
     # A key the database could not store is refused with its line and field named, and nothing is stored.
     bad = [records[0], (records[1][0], {**records[1][1], "dream": {**records[1][1]["dream"],
@@ -155,7 +169,8 @@ def test_recall_draws_a_pair_by_its_key_and_ranks_it_by_key_match(database):
         # key_match is each candidate's best key cosine (0 without keys), as the reference states it.
         keys = {}
         for key in _keys(database, "frank"):
-            keys.setdefault(key["pair_id"], []).append(key["embedding"])
+            if key["embedding"] is not None:  # a key without a vector of its own matches through its statement
+                keys.setdefault(key["pair_id"], []).append(key["embedding"])
         query = text_vector(statement)
         for pair_id, candidate in found.items():
             expected = max((float(np.dot(query, k) / np.linalg.norm(k)) for k in keys.get(pair_id, [])), default=0.0)

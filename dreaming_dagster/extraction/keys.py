@@ -12,6 +12,10 @@ token patterns (no statistical model), the same on every run.
   sister Rachel…"), a plan ("I'm planning to…"), a favourite ("my favorite…");
 - ``event``: the sentence around a time the dating stage resolved, with the day it resolved to
   ("I cleaned my white sneakers last Saturday (20 May 2023)").
+
+An event whose sentence is also one of the pair's statements has no vector of its own
+(:func:`has_own_vector`): recall finds keys by vector only, and the statement's vector already finds that
+sentence; the day in brackets is ranked by time_fit, not by the vector. The event row keeps its words.
 """
 
 from __future__ import annotations
@@ -112,6 +116,13 @@ def event_keys(user_message: str, mentions: Sequence[tuple[int, TimeRange]]) -> 
             if len(found) == MAX_EVENTS:
                 break
     return found
+
+
+def has_own_vector(key: Key, keys: Sequence[Key]) -> bool:
+    """Whether ``key`` (one of a pair's ``keys``) is embedded: every key but an event repeating a statement's
+    sentence."""
+    return not (key.kind == "event"
+                and any(other.kind == "statement" and key.text.startswith(other.text + " (") for other in keys))
 
 
 def pair_keys(user_message: str, mentions: Sequence[tuple[int, TimeRange]] = ()) -> list[Key]:

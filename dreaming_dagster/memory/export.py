@@ -23,16 +23,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-import numpy as np
 from psycopg.types.json import Jsonb
 
 from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
 from dreaming_dagster.extraction.keys import KINDS as KEY_KINDS
+from dreaming_dagster.extraction.keys import Key
 from dreaming_dagster.ingest.save import SaveResult, save_validated_pairs
 from dreaming_dagster.memory import ready_database
 from dreaming_dagster.memory.inspection import jsonable
 from dreaming_dagster.pipeline.batches import write_pair_times
+from dreaming_dagster.pipeline.keying import key_vectors
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
@@ -165,11 +166,11 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
                 result.links += conn.execute(load_sql("export/insert_link"), {
                     **params, "subject_id": new_ids[ref], "pair_id": pair_id}).rowcount
         if keys:
-            vectors = embedder.embed([key["text"] for _, key in keys])
+            keyed = [(pair_id, Key(key["kind"], key["position"], key["text"])) for pair_id, key in keys]
             conn.execute(load_sql("pipeline/insert_keys"), {
-                **params, "pair_ids": [pair_id for pair_id, _ in keys], "kinds": [key["kind"] for _, key in keys],
-                "positions": [key["position"] for _, key in keys], "texts": [key["text"] for _, key in keys],
-                "embeddings": [np.asarray(vector, dtype=np.float32) for vector in vectors]})
+                **params, "pair_ids": [pair_id for pair_id, _ in keyed], "kinds": [key.kind for _, key in keyed],
+                "positions": [key.position for _, key in keyed], "texts": [key.text for _, key in keyed],
+                "embeddings": key_vectors(embedder, keyed)})
         result.subjects, result.graph_imported = len(subjects), True
     refresh_profile(database, user_id, kg_id, centroid_tolerance=0.0)
     return result

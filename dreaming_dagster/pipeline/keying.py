@@ -1,7 +1,8 @@
 """The keying stage: each pair's index keys (extraction/keys.py) with their vectors.
 
 Runs after dating, whose resolved times give the event keys. Offline and deterministic; the only model it
-calls is the embedder, once a batch for all of the batch's keys. A batch's keys and checkpoints commit
+calls is the embedder, once a batch for all of the batch's keys that have a vector of their own
+(extraction/keys.py: an event repeating a statement's sentence has none). A batch's keys and checkpoints commit
 together, so a killed run keys nothing twice.
 """
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.embeddings import Embedder
-from dreaming_dagster.extraction.keys import pair_keys
+from dreaming_dagster.extraction.keys import Key, has_own_vector, pair_keys
 from dreaming_dagster.pipeline.batches import pending_batches, stage_transaction
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
@@ -35,6 +36,18 @@ def _times(rows: list[dict]) -> list[tuple[int, TimeRange]]:
                                       t["granularity"], float(t["certainty"]))) for t in rows]
 
 
+def key_vectors(embedder: Embedder, keyed: list[tuple[object, Key]]) -> list[np.ndarray | None]:
+    """The vector of each (pair id, key), in order, None for a key without one of its own; the keys to embed
+    in one embedder call."""
+    by_pair: dict[object, list[Key]] = {}
+    for pair_id, key in keyed:
+        by_pair.setdefault(pair_id, []).append(key)
+    own = [has_own_vector(key, by_pair[pair_id]) for pair_id, key in keyed]
+    texts = [key.text for (_, key), embed in zip(keyed, own, strict=True) if embed]
+    vectors = iter(embedder.embed(texts)) if texts else iter(())
+    return [np.asarray(next(vectors), dtype=np.float32) if embed else None for embed in own]
+
+
 def key_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str, *,
                 batch_size: int = KEYING_BATCH_SIZE) -> KeyingStats:
     """Key every pending pair of the graph: keys and their vectors to memory_keys, then the checkpoint, a
@@ -43,14 +56,14 @@ def key_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str
     for rows in pending_batches(database, "pipeline/pending_keying_batch",
                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size}):
         keyed = [(row["id"], key) for row in rows for key in pair_keys(row["user_message"], _times(row["times"]))]
-        vectors = embedder.embed([key.text for _, key in keyed]) if keyed else []
+        vectors = key_vectors(embedder, keyed)
         with database.connect() as conn, stage_transaction(conn):
             if keyed:
                 conn.execute(load_sql("pipeline/insert_keys"), {
                     "user_id": user_id, "kg_id": kg_id, "pair_ids": [pair_id for pair_id, _ in keyed],
                     "kinds": [key.kind for _, key in keyed], "positions": [key.position for _, key in keyed],
                     "texts": [key.text for _, key in keyed],
-                    "embeddings": [np.asarray(vector, dtype=np.float32) for vector in vectors]})
+                    "embeddings": vectors})
             conn.execute(load_sql("pipeline/record_keying"),
                          {"ids": [row["id"] for row in rows], "user_id": user_id, "kg_id": kg_id})
         stats.pairs += len(rows)
