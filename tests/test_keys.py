@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from dreaming_dagster.dates.expressions import TimeRange
-from dreaming_dagster.extraction.keys import MAX_STATEMENTS, event_keys, has_own_vector, pair_keys, user_statements
+from dreaming_dagster.extraction.keys import (
+    MAX_STATEMENTS,
+    event_keys,
+    has_own_vector,
+    pair_keys,
+    user_statements,
+)
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.memory.export import export_lines, import_records
 from dreaming_dagster.memory.forgetting import forget_pairs
@@ -23,6 +29,7 @@ from dreaming_dagster.retrieval.ranker import SignalWeights
 from dreaming_dagster.retrieval.recaller import composite_rows
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
 from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import load_migrations
 from dreaming_dagster.storage.records import MemoryPair
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_vector
 
@@ -181,3 +188,18 @@ def test_recall_draws_a_pair_by_its_key_and_ranks_it_by_key_match(database):
                                as_of=EPOCH + timedelta(days=20), reference_time=EPOCH + timedelta(days=20))
         assert str(target) not in {str(r["id"]) for r in early}
     assert datetime.now(UTC) > EPOCH
+
+
+def test_keys_written_before_the_shared_vector_rule_lose_the_repeated_events_vector(database):
+    database.ensure_schema(HashEmbedder.spec)
+    save_validated_pairs(database, HashEmbedder(), "gina", "default", _pairs([TALK]))
+    _dream_keys(database, "gina")
+    before = {(r["kind"], r["position"]): r["embedding"] is None for r in _keys(database, "gina")}
+    (migration,) = [m for m in load_migrations() if m.name == "event_keys_share_statement_vectors"]
+    with database.connect() as conn:  # as an older keying stage wrote them: every key with a vector
+        conn.execute("UPDATE memory_keys SET embedding = %s WHERE user_id = 'gina' AND embedding IS NULL",
+                     (text_vector("old"),))
+        assert all(r["embedding"] is not None for r in _keys(database, "gina"))
+        conn.execute(migration.template)
+    assert {(r["kind"], r["position"]): r["embedding"] is None for r in _keys(database, "gina")} == before
+    assert sum(before.values()) == 1

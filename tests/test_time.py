@@ -26,6 +26,7 @@ from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.reporting import recall_table
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY
 from dreaming_dagster.retrieval.recaller import (
+    NO_GRAPH_SIDE,
     NO_TIME_SIDE,
     Recaller,
     TimeSide,
@@ -291,6 +292,33 @@ def test_an_in_window_pair_outside_the_global_pool_is_drawn_by_the_time_side(dat
     assert april["time_fit"] == 1.0
     assert {row["id"] for row in without} == {row["id"] for row in with_time} - {april["id"]}
     assert all(row["time_fit"] == 0 for row in with_time if row["occurred_at"].month == 3)
+
+
+def test_the_time_side_reads_the_window_before_its_edges_up_to_the_scan_limit(database, local_embedder):
+    said = {"april 5": ("Bought a kettle.", "2023-04-05T09:00:00Z"),
+            "april 25": ("Fixed the bike chain.", "2023-04-25T09:00:00Z"),
+            "may 10, of april 8": ("On April 8 I repainted the fence.", "2023-05-10T09:00:00Z"),
+            "march 29": ("Planted tomatoes.", "2023-03-29T09:00:00Z"),
+            "may 3": ("Baked sourdough bread.", "2023-05-03T09:00:00Z")}
+    dated_memory(database, local_embedder, "alice", list(said.values()))
+    question = "What did I do last month?"
+    embedding = local_embedder.embed([question])[0]
+
+    def window_side(scan_limit):  # the pairs the time side may draw: the whole window side, nothing else
+        with database.connect() as conn:
+            rows = composite_rows(conn, user_id="alice", kg_id="default", query_embedding=embedding,
+                                  query_text=question, weights=COSINE_ONLY, pool_size=0, lexical_pool_size=0,
+                                  graph=NO_GRAPH_SIDE, key_pool_size=0, time=read_question(question, date(2023, 5, 20)),
+                                  time_side=TimeSide(pool_size=10, scan_limit=scan_limit),
+                                  as_of=datetime(2023, 5, 20, 12, tzinfo=UTC))
+        names = {text: name for name, (text, _) in said.items()}
+        return {names[row["user_message"]] for row in rows if row["in_window_pool"]}
+
+    # Inside April (said there, or mentioning a day of it) first, most recent first; then its soft edges.
+    assert window_side(2) == {"may 10, of april 8", "april 25"}
+    assert window_side(3) == {"may 10, of april 8", "april 25", "april 5"}
+    assert window_side(4) == {"may 10, of april 8", "april 25", "april 5", "may 3"}
+    assert window_side(10) == set(said)
 
 
 def test_a_windowless_question_ranks_exactly_as_without_the_time_side(database, local_embedder):

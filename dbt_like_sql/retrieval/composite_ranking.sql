@@ -198,44 +198,73 @@ key_pool AS MATERIALIZED (
     ORDER BY min(n.distance), n.pair_id
     LIMIT %(key_pool_size)s
 ),
--- Time-window side: when the question names a time, the pairs said inside the window (widened by its
--- soft edge) or mentioning a time that overlaps it (pair_times, migration 0026), the most recent
--- window_scan_limit of them; of those, the window_pool_size nearest the query and the window_pool_size
+-- Time-window side: when the question names a time, the pairs said inside the window or mentioning a time
+-- that overlaps it (pair_times, migration 0026), then those said on its soft edges, each most recent first,
+-- window_scan_limit in all; of those, the window_pool_size nearest the query and the window_pool_size
 -- best by BM25 that no other side drew. So a pair from "last month" outside the global top-50 is still a
 -- candidate; time_fit below ranks it. Never a filter: the other sides draw as before. A two-sided question
 -- ("which did I do first, A or B?") also draws the window_pool_size pairs nearest each side (the HNSW
--- index), so both halves of the answer are candidates.
-window_pairs AS MATERIALIZED (
-    -- Two index-ordered branches (the pairs' (user, graph, time) index read backwards; the times' index),
-    -- each cut at the limit before they are merged, so a wide window reads no more than the limit twice.
-    SELECT w.id
-    FROM ((SELECT p.id, p.occurred_at
+-- index), so both halves of the answer are candidates. Each pair's distance to the query is computed where
+-- its row is read, once.
+window_said AS MATERIALIZED (
+    -- The pairs' (user, graph, time) index read backwards, cut at the limit.
+    SELECT p.id, p.occurred_at, least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s) AS distance
+    FROM memory_pairs p
+    WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
+      AND p.occurred_at >= %(window_first)s::date::timestamp AT TIME ZONE 'UTC'
+      AND p.occurred_at < (%(window_last)s::date + 1)::timestamp AT TIME ZONE 'UTC'
+      AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+    ORDER BY p.occurred_at DESC, p.id
+    LIMIT %(window_scan_limit)s
+),
+window_edges AS MATERIALIZED (
+    -- The soft edges (window_margin_days on each side), read only as far as the window left room.
+    SELECT e.id, e.occurred_at, e.distance
+    FROM ((SELECT p.id, p.occurred_at, least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s) AS distance
            FROM memory_pairs p
            WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
-             AND p.occurred_at >= (%(window_first)s::date - ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
+             AND p.occurred_at >= (%(window_last)s::date + 1)::timestamp AT TIME ZONE 'UTC'
              AND p.occurred_at < (%(window_last)s::date + 1 + ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
              AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
            ORDER BY p.occurred_at DESC, p.id
-           LIMIT %(window_scan_limit)s)
-          UNION
-          (SELECT p.id, p.occurred_at
-           FROM pair_times t
-           JOIN memory_pairs p ON p.id = t.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
-           WHERE t.user_id = %(user_id)s AND t.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
-             AND t.last_day >= %(window_first)s::date - ceil(%(window_margin_days)s)::integer
-             AND t.first_day <= %(window_last)s::date + ceil(%(window_margin_days)s)::integer
+           LIMIT greatest(%(window_scan_limit)s - (SELECT count(*) FROM window_said), 0))
+          UNION ALL
+          (SELECT p.id, p.occurred_at, least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s) AS distance
+           FROM memory_pairs p
+           WHERE p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
+             AND p.occurred_at >= (%(window_first)s::date - ceil(%(window_margin_days)s)::integer)::timestamp AT TIME ZONE 'UTC'
+             AND p.occurred_at < %(window_first)s::date::timestamp AT TIME ZONE 'UTC'
              AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
            ORDER BY p.occurred_at DESC, p.id
-           LIMIT %(window_scan_limit)s)) w
-    ORDER BY w.occurred_at DESC, w.id
+           LIMIT greatest(%(window_scan_limit)s - (SELECT count(*) FROM window_said), 0))) e
+),
+window_mentioned AS MATERIALIZED (
+    -- The times' index: pairs mentioning a time that overlaps the window or its edges.
+    SELECT p.id, p.occurred_at, least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s) AS distance
+    FROM pair_times t
+    JOIN memory_pairs p ON p.id = t.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
+    WHERE t.user_id = %(user_id)s AND t.kg_id = %(kg_id)s AND %(window_first)s::date IS NOT NULL
+      AND t.last_day >= %(window_first)s::date - ceil(%(window_margin_days)s)::integer
+      AND t.first_day <= %(window_last)s::date + ceil(%(window_margin_days)s)::integer
+      AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+    ORDER BY p.occurred_at DESC, p.id
+    LIMIT %(window_scan_limit)s
+),
+window_pairs AS MATERIALIZED (
+    SELECT w.id, w.distance
+    FROM (SELECT id, min(occurred_at) AS occurred_at, min(distance) AS distance, bool_or(inside) AS inside
+          FROM (SELECT id, occurred_at, distance, true AS inside FROM window_said
+                UNION ALL SELECT id, occurred_at, distance, true FROM window_mentioned
+                UNION ALL SELECT id, occurred_at, distance, false FROM window_edges) AS read
+          GROUP BY id) w
+    ORDER BY w.inside DESC, w.occurred_at DESC, w.id
     LIMIT %(window_scan_limit)s
 ),
 window_drawn AS MATERIALIZED (
-    (SELECT p.id
+    (SELECT w.id
      FROM window_pairs w
-     JOIN memory_pairs p ON p.id = w.id
-     WHERE p.embedding IS NOT NULL
-     ORDER BY least(p.embedding <=> %(query)s, p.reply_embedding <=> %(query)s), p.id
+     WHERE w.distance IS NOT NULL
+     ORDER BY w.distance, w.id
      LIMIT %(window_pool_size)s)
     UNION
     (SELECT w.pair_id
@@ -244,7 +273,7 @@ window_drawn AS MATERIALIZED (
      CROSS JOIN query_words q
      CROSS JOIN LATERAL pair_words_bm25(w.lexeme_ids, w.term_frequencies, w.pair_length, q.lexeme_ids, q.idfs,
                                         q.average_length, %(bm25_k1)s::float8, %(bm25_b)s::float8) scored
-     WHERE scored.bm25 > 0
+     WHERE w.lexeme_ids && q.lexeme_ids AND scored.bm25 > 0
      ORDER BY scored.bm25 DESC, w.pair_id
      LIMIT %(window_pool_size)s)
     UNION

@@ -134,8 +134,9 @@ class DreamingSettings(BaseSettings):
     recall_time_pool_size: int = Field(default=25, ge=0, le=1000)
     """when the question names a time ("last month"), recall candidates drawn from inside that window, this many
     by cosine and this many by BM25 (pairs the other sides missed); 0 turns the time-window side off"""
-    recall_time_scan_limit: int = Field(default=5000, ge=1, le=1_000_000)
-    """the most recent in-window pairs the time-window side reads (a wide window on a large memory reads no more)"""
+    recall_time_scan_limit: int = Field(default=2000, ge=1, le=1_000_000)
+    """the in-window pairs the time-window side reads: those said inside the window or mentioning a time in it,
+    then those on its soft edges, each most recent first (a wide window on a large memory reads no more)"""
     database_connections: int = Field(default=4, ge=0, le=1000)
     """database connections the Python API and the CLI keep open per process for saves and syncs (each
     call waits for a free one; 0 opens a connection per call)"""
