@@ -97,8 +97,8 @@ def recall_rows(r: dict) -> Rows:
           for sb in [r.get("shared_buffers")] if sb]]
 
 
-LONGMEMEVAL_METHODS = ("cosine", "bm25", "cosine+bm25 (RRF)", "v5-oracle-only", "v5-without-time", "v5-without-keys",
-                       "v5 + sessions spread")
+LONGMEMEVAL_METHODS = ("cosine", "bm25", "cosine+bm25 (RRF)", "v5", "v6-oracle-only", "v6-without-time",
+                       "v6-without-keys", "v6-without-key-candidates", "v6 + sessions spread")
 
 
 def longmemeval_rows(r: dict) -> Rows:
@@ -112,7 +112,7 @@ def longmemeval_rows(r: dict) -> Rows:
     for split, results in overall.items():
         for name, key in (("Recall@10", "recall@10"), ("NDCG@10", "ndcg@10"), ("session recall_all@10", "session_all@10")):
             rows.append((f"{split}: {name}", " · ".join(f"{m} {results[m][key]:.3f}" for m in LONGMEMEVAL_METHODS
-                                                       if m in results) + f" · **v5 {results['v5'][key]:.3f}**"))
+                                                       if m in results) + f" · **v6 {results['v6'][key]:.3f}**"))
     return rows
 
 

@@ -69,30 +69,32 @@ def test_train_ranker_job_on_a_12_question_slice(database_url, tmp_path, trimmed
     for row in candidates[candidates["memory"] == "s"].itertuples():
         assert row.session_id in sessions[row.question_id]  # an `_S` pool holds only its own haystack
     training = json.loads(ws.training.read_text())
-    assert len(training["models"]["v5"]["history"]) == 2 and "dev_ndcg@10" in training["models"]["v5"]["history"][0]
+    assert len(training["models"]["v6"]["history"]) == 2 and "dev_ndcg@10" in training["models"]["v6"]["history"][0]
     assert not set(training["dev_ids"]) & set(training["validation_ids"])
-    keys = ("v1", "v2", "v3", "v4", "v5", "v2-cosine-pool", "v5-oracle-only", "v5-without-keys", "v5-without-time")
+    keys = ("v1", "v2", "v3", "v4", "v5", "v6", "v2-cosine-pool", "v6-oracle-only", "v6-without-keys",
+            "v6-without-key-candidates", "v6-without-time")
     assert {key: load_ranker(ws.model(key)).version for key in keys if ws.model(key).is_file()} == {
-        "v1": "v1", "v2": "v2", "v3": "v3", "v4": "v4", "v5": "v5", "v2-cosine-pool": "v2", "v5-oracle-only": "v5",
-        "v5-without-keys": "v5", **({"v5-without-time": "v5"} if ws.model("v5-without-time").is_file() else {})}
-    # Published only when v5 beats every model-free ranking on dev; either way the decision is recorded.
+        "v1": "v1", "v2": "v2", "v3": "v3", "v4": "v4", "v5": "v5", "v6": "v6", "v2-cosine-pool": "v2",
+        "v6-oracle-only": "v6", "v6-without-keys": "v6", "v6-without-key-candidates": "v6",
+        **({"v6-without-time": "v6"} if ws.model("v6-without-time").is_file() else {})}
+    # Published only when v6 beats every model-free ranking on dev; either way the decision is recorded.
     published = (tmp_path / "models" / "ranker.safetensors").resolve()
-    should_publish = model["dev_ndcg@10_v5"] > model["publishing_bar_ndcg@10"]
+    should_publish = model["dev_ndcg@10_v6"] > model["publishing_bar_ndcg@10"]
     assert model["publishing_bar_ndcg@10"] == max(model[f"dev_ndcg@10_{name}"]
                                                   for name in ("cosine", "bm25", "cosine+bm25 (RRF)"))
     assert model["published"] == should_publish == published.is_file()
-    # Whichever way the slice went, the file at recall's path is v5 exactly when it was published.
-    assert (load_ranker(published).version if published.is_file() else None) == ("v5" if should_publish else None)
+    # Whichever way the slice went, the file at recall's path is v6 exactly when it was published.
+    assert (load_ranker(published).version if published.is_file() else None) == ("v6" if should_publish else None)
     assert "| ndcg@10 |" in evaluation["report"] and "by question type" in evaluation["report"]
     assert "| session recall_all@10 |" in evaluation["report"]
     assert "data:image/png;base64," in evaluation["training_curves"]
     report = json.loads(ws.evaluation_json.read_text())
     assert list(report["overall"]) == ["oracle validation", "oracle dev", "`_S` dev"]
     s_dev = report["overall"]["`_S` dev"]
-    assert {"cosine", "bm25", "cosine+bm25 (RRF)", "v5", "v5 + sessions spread", "v5-oracle-only",
-            "v5-without-keys", "v2-cosine-pool", "v5 (gold type)"} <= set(s_dev)
-    assert s_dev["cosine"]["pool_recall"] <= s_dev["v5"]["pool_recall"]
-    assert s_dev["v5"]["session_any@10"] >= s_dev["v5"]["session_all@10"]
+    assert {"cosine", "bm25", "cosine+bm25 (RRF)", "v5", "v6", "v6 + sessions spread", "v6-oracle-only",
+            "v6-without-keys", "v6-without-key-candidates", "v2-cosine-pool", "v6 (gold type)"} <= set(s_dev)
+    assert s_dev["cosine"]["pool_recall"] <= s_dev["v6"]["pool_recall"]
+    assert s_dev["v6"]["session_any@10"] >= s_dev["v6"]["session_all@10"]
     # Re-running the memory assets stores nothing twice.
     memories = {"ops": {name: config(haystacks=trimmed_haystacks)["ops"][name]
                         for name in ("longmemeval_memory", "longmemeval_haystacks")}}

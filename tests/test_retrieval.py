@@ -162,7 +162,7 @@ def write_model(path, n_signals, dimension=8, seed=0):
     return save_ranker(CompositeRanker(dimension, n_signals), path, embedding_model="test-hash-vectors")
 
 
-@pytest.mark.parametrize(("n_signals", "version"), [(3, "v1"), (7, "v2"), (8, "v3"), (9, "v4"), (10, "v5")])
+@pytest.mark.parametrize(("n_signals", "version"), [(3, "v1"), (7, "v2"), (8, "v3"), (9, "v4"), (10, "v5"), (12, "v6")])
 def test_model_files_load_by_shape_and_rank(database, memory, tmp_path, n_signals, version):
     path = write_model(tmp_path / "ranker.safetensors", n_signals)
     loaded = load_ranker(path)
@@ -181,8 +181,8 @@ def test_model_files_load_by_shape_and_rank(database, memory, tmp_path, n_signal
     assert [m.score for m in result] == sorted((m.score for m in result), reverse=True)
 
 
-def test_a_v5_file_is_small_and_self_describing(tmp_path):
-    path = write_model(tmp_path / "v5.safetensors", 10, dimension=384)
+def test_a_v6_file_is_small_and_self_describing(tmp_path):
+    path = write_model(tmp_path / "v6.safetensors", 12, dimension=384)
     assert path.stat().st_size < 1_000_000
     loaded = load_ranker(path)
     assert loaded.embedding_dim == 384 and loaded.signal_names == SIGNAL_NAMES

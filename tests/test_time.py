@@ -33,7 +33,7 @@ from dreaming_dagster.retrieval.recaller import (
     composite_rows,
     validate_request,
 )
-from dreaming_dagster.retrieval.signals import range_fit, time_fit
+from dreaming_dagster.retrieval.signals import range_fit, time_fit, time_text
 from tests.conftest import PROJECT_ROOT, pair
 from tests.retrieval_fixtures import HashEmbedder
 
@@ -204,6 +204,11 @@ def test_sql_range_fit_and_time_fit_equal_the_python_statement(database):
     assert time_fit(said, [], window) == 0.0
     assert time_fit(datetime(2023, 5, 3, tzinfo=UTC), [], window) == pytest.approx(0.9 * (1 - 3 / 8))
     assert time_fit(datetime(2023, 5, 6, tzinfo=UTC), [], window) == pytest.approx(0.9 * (1 - 6 / 8))
+    # time_text: the mentioned times alone; time_fit is the better of it and the day said.
+    mentioned = [TimeRange(date(2023, 4, 20), date(2023, 4, 20), "day", 0.5)]
+    assert time_text(mentioned, window) == pytest.approx(0.45) and time_text([], window) == 0.0
+    assert time_text(mentioned, None) == 0.0
+    assert time_fit(datetime(2023, 4, 2, tzinfo=UTC), mentioned, window) == pytest.approx(0.9)
 
 
 SNEAKERS = "I cleaned my white sneakers with a toothbrush and baking soda."
@@ -304,21 +309,28 @@ def test_the_time_side_reads_the_window_before_its_edges_up_to_the_scan_limit(da
     question = "What did I do last month?"
     embedding = local_embedder.embed([question])[0]
 
-    def window_side(scan_limit):  # the pairs the time side may draw: the whole window side, nothing else
+    def window_rows(scan_limit):
         with database.connect() as conn:
-            rows = composite_rows(conn, user_id="alice", kg_id="default", query_embedding=embedding,
+            return composite_rows(conn, user_id="alice", kg_id="default", query_embedding=embedding,
                                   query_text=question, weights=COSINE_ONLY, pool_size=0, lexical_pool_size=0,
                                   graph=NO_GRAPH_SIDE, key_pool_size=0, time=read_question(question, date(2023, 5, 20)),
                                   time_side=TimeSide(pool_size=10, scan_limit=scan_limit),
                                   as_of=datetime(2023, 5, 20, 12, tzinfo=UTC))
-        names = {text: name for name, (text, _) in said.items()}
-        return {names[row["user_message"]] for row in rows if row["in_window_pool"]}
+
+    names = {text: name for name, (text, _) in said.items()}
+
+    def window_side(scan_limit):  # the pairs the time side may draw: the whole window side, nothing else
+        return {names[row["user_message"]] for row in window_rows(scan_limit) if row["in_window_pool"]}
 
     # Inside April (said there, or mentioning a day of it) first, most recent first; then its soft edges.
     assert window_side(2) == {"may 10, of april 8", "april 25"}
     assert window_side(3) == {"may 10, of april 8", "april 25", "april 5"}
     assert window_side(4) == {"may 10, of april 8", "april 25", "april 5", "may 3"}
     assert window_side(10) == set(said)
+    # Whether a pair's time comes from what it says (time_text) or from the day it was said (time_fit alone).
+    fits = {names[row["user_message"]]: (row["time_fit"], row["time_text"]) for row in window_rows(10)}
+    assert fits["may 10, of april 8"] == (1.0, 1.0) and fits["april 25"] == (1.0, 0.0)
+    assert fits["may 3"][1] == 0.0 and 0 < fits["may 3"][0] < 1  # on the soft edge
 
 
 def test_a_windowless_question_ranks_exactly_as_without_the_time_side(database, local_embedder):

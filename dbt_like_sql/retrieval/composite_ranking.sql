@@ -1,4 +1,4 @@
--- Retrieval: a user's candidate pool and the ten ranking signals, scored and ordered, in one statement.
+-- Retrieval: a user's candidate pool and the twelve ranking signals, scored and ordered, in one statement.
 -- Serving (recall) and training read these same rows, so they can never disagree. It reads in four parts:
 --   1. inputs: the question's words and the user's corpus statistics;
 --   2. the pool: the vector, lexical, graph, key and time-window sides, each a few named steps;
@@ -10,7 +10,7 @@
 -- top lexical_pool_size, ties at the cut included, found by retrieval/lexical_postings.py or by
 -- exact_lexical_top_k.sql), bm25_k1, bm25_b, as_of (timestamptz or NULL: only pairs that happened before it),
 -- reference_time (the "now" of rec_exp: as_of or the wall clock), session_id (the caller's session or NULL),
--- weights (float8[10], in signal order), scale, row_limit, remember_query, hub_share and hub_min_pairs
+-- weights (float8[12], in signal order), scale, row_limit, remember_query, hub_share and hub_min_pairs
 -- (hubs.HubRule), graph_pool_size (graph candidates; 0: none), graph_subjects (the subjects nearest the query
 -- the graph side starts from), key_pool_size (candidates drawn through their index keys; 0: none), and the question's time window (dates/questions.py): window_first and
 -- window_last (dates, inclusive; NULL: the question names no time, and nothing below reads the window),
@@ -398,17 +398,18 @@ neighbor_counts AS MATERIALIZED (
 ),
 -- How well each candidate's times fit the question's window (range_fit, migration 0026): the best of its
 -- own day (occurred_at, a UTC day) and the times its user turn mentions (each by its certainty), times the
--- window's certainty. Read only when the question names a time.
+-- window's certainty; and the best of the mentions alone (time_text). Read only when the question names a time.
 time_fits AS MATERIALIZED (
-    SELECT fits.pair_id, max(fits.fit) * %(window_certainty)s::float8 AS time_fit
-    FROM (SELECT c.id AS pair_id,
+    SELECT fits.pair_id, max(fits.fit) * %(window_certainty)s::float8 AS time_fit,
+           coalesce(max(fits.fit) FILTER (WHERE fits.mentioned), 0) * %(window_certainty)s::float8 AS time_text
+    FROM (SELECT c.id AS pair_id, false AS mentioned,
                  range_fit((c.occurred_at AT TIME ZONE 'UTC')::date, (c.occurred_at AT TIME ZONE 'UTC')::date,
                            granularity_margin_days('day'), %(window_first)s::date, %(window_last)s::date,
                            %(window_margin_days)s::float8) AS fit
           FROM candidates c
           WHERE %(window_first)s::date IS NOT NULL
           UNION ALL
-          SELECT t.pair_id,
+          SELECT t.pair_id, true,
                  t.certainty * range_fit(t.first_day, t.last_day, granularity_margin_days(t.granularity),
                                          %(window_first)s::date, %(window_last)s::date,
                                          %(window_margin_days)s::float8)
@@ -429,6 +430,7 @@ raw_signals AS (
     SELECT c.*,
            coalesce(km.key_similarity, 0) AS key_similarity,
            coalesce(tf.time_fit, 0) AS raw_time_fit,
+           coalesce(tf.time_text, 0) AS raw_time_text,
            extract(epoch FROM c.occurred_at)::float8 AS occurred_epoch,
            coalesce(pss.subject_links, 0) AS subject_links,
            pss.best_subject_similarity,
@@ -454,7 +456,11 @@ signals AS (
            coalesce(r.neighbors / nullif(max(r.neighbors) OVER (), 0), 0) AS neighbor_density,
            coalesce(r.bm25 / nullif(max(r.bm25) OVER (), 0), 0) AS lex,
            least(greatest(r.raw_time_fit, 0), 1) AS time_fit,
-           least(greatest(r.key_similarity, 0), 1) AS key_match
+           least(greatest(r.key_similarity, 0), 1) AS key_match,
+           -- The best cosine among the candidates of the pair's session (its own without a session).
+           CASE WHEN r.session_id IS NULL THEN least(greatest(r.similarity, 0), 1)
+                ELSE max(least(greatest(r.similarity, 0), 1)) OVER (PARTITION BY r.session_id) END AS session_match,
+           least(greatest(r.raw_time_text, 0), 1) AS time_text
     FROM raw_signals r
 ),
 -- 4. The score ---------------------------------------------------------------------------------------------
@@ -469,6 +475,7 @@ remembered AS (
 SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message, metadata, content_hash,
        in_vector_pool, in_lexical_pool, in_graph_pool, in_key_pool, in_window_pool, similarity, bm25,
        cos, rec_lin, rec_exp, subj_freq, subj_sem, sess, neighbor_density, lex, time_fit, key_match,
+       session_match, time_text,
        %(scale)s::float8 * (
              (%(weights)s::float8[])[1] * cos
            + (%(weights)s::float8[])[2] * rec_lin
@@ -479,7 +486,9 @@ SELECT id, session_id, turn_index, occurred_at, user_message, assistant_message,
            + (%(weights)s::float8[])[7] * neighbor_density
            + (%(weights)s::float8[])[8] * lex
            + (%(weights)s::float8[])[9] * time_fit
-           + (%(weights)s::float8[])[10] * key_match) AS score
+           + (%(weights)s::float8[])[10] * key_match
+           + (%(weights)s::float8[])[11] * session_match
+           + (%(weights)s::float8[])[12] * time_text) AS score
 FROM signals
 ORDER BY score DESC, similarity DESC, id
 LIMIT %(row_limit)s;

@@ -1,8 +1,9 @@
 """The Composite ranker: a small torch MLP that reads the query and its situation and picks the weights
 of the ranking signals (and a scale), plus its file format.
 
-v5 reads the query embedding concatenated with the 18 features (:mod:`.features`) and outputs a softmax
-over the ten signals and a positive scale; v4 is the same network over the first nine (no ``key_match``),
+v6 reads the query embedding concatenated with the 18 features (:mod:`.features`) and outputs a softmax
+over the twelve signals and a positive scale; v5 is the same network over the first ten (no
+``session_match``, ``time_text``), v4 over the first nine (no ``key_match``),
 v3 over the first eight (no ``time_fit``), v2 over the first seven (no ``lex``), v1 over three: ``cos``,
 ``rec_lin`` and ``subj_freq``. An older model gives the signals it lacks no weight (their sides still draw
 candidates). Scores are ``scale × Σ wₖ·sₖ``: the scale never changes the order
@@ -38,12 +39,13 @@ from dreaming_dagster.retrieval.signals import (
     V2_SIGNAL_NAMES,
     V3_SIGNAL_NAMES,
     V4_SIGNAL_NAMES,
+    V5_SIGNAL_NAMES,
     expand_weights,
 )
 
 FILE_FORMAT = "dreaming-composite-ranker"
 SIGNALS_BY_VERSION: dict[str, tuple[str, ...]] = {"v1": V1_SIGNAL_NAMES, "v2": V2_SIGNAL_NAMES, "v3": V3_SIGNAL_NAMES,
-                                                  "v4": V4_SIGNAL_NAMES, "v5": SIGNAL_NAMES}
+                                                  "v4": V4_SIGNAL_NAMES, "v5": V5_SIGNAL_NAMES, "v6": SIGNAL_NAMES}
 VERSION_BY_HEAD_SIZE = {len(names): version for version, names in SIGNALS_BY_VERSION.items()}
 DEFAULT_HIDDEN = (128, 64)
 
@@ -120,7 +122,7 @@ def save_ranker(model: CompositeRanker, path: Path, *, embedding_model: str, ext
 
 
 def load_ranker(path: Path) -> RankerFile:
-    """Load a v1–v5 ranker file, telling the versions apart by the shape of the weight head."""
+    """Load a v1–v6 ranker file, telling the versions apart by the shape of the weight head."""
     started = time.perf_counter()
     path = Path(path)
     try:
@@ -140,7 +142,7 @@ def load_ranker(path: Path) -> RankerFile:
     version = VERSION_BY_HEAD_SIZE.get(head.shape[0])
     if version is None:
         raise RankerFileError(f"{path}: weight head has {head.shape[0]} outputs; a v1 ranker has 3, a v2 7, a v3 8, "
-                              "a v4 9, a v5 10")
+                              "a v4 9, a v5 10, a v6 12")
     declared = metadata.get("version")
     if declared and declared != version:
         raise RankerFileError(f"{path}: metadata says {declared} but the weight head's shape is {version}'s")

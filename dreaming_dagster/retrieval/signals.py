@@ -1,4 +1,4 @@
-"""The ten ranking signals, their names and order, and a plain-Python reference implementation.
+"""The twelve ranking signals, their names and order, and a plain-Python reference implementation.
 
 Serving computes the signals in one SQL statement (``dbt_like_sql/retrieval/composite_ranking.sql``);
 this module states the same definitions in Python so the SQL can be checked against them (tests compare
@@ -25,7 +25,11 @@ the two to 1e-6) and so the definitions read in one place. Every signal is in [0
   over them, each mention's by its certainty, times the window's certainty; 0 for every pair when the
   question names no time;
 - ``key_match``: the highest cosine between the query and one of the pair's index keys (extraction/keys.py:
-  what the user states about themselves, dated events), clamped at 0; 0 without keys.
+  what the user states about themselves, dated events), clamped at 0; 0 without keys;
+- ``session_match``: the highest ``cos`` among the candidates of the pair's session (the pair's own when it
+  has no session): a turn of a session that holds the best match is likely part of the answer;
+- ``time_text``: ``time_fit`` from the times the pair's user turn mentions alone (0 without a window or
+  mentions): beside ``time_fit``, whether a pair's time comes from what it says or from the day it was said.
 
 BM25 (:func:`bm25`): for each distinct query lexeme t the pair holds, idf(t) · tf·(k1+1) / (tf + k1·(1 − b
 + b·len/avg_len)), with idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5)); N, df and avg_len are the user's.
@@ -33,7 +37,7 @@ Lexemes are Postgres' 'english' text-search lexemes; the SQL tokenizes, this mod
 
 The pool the signals are computed over is the union of the top candidates by cosine, by BM25, through the
 graph, through index keys and from inside the question's time window, so a pair found by any one side has
-all ten signals.
+all twelve signals.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ from dreaming_dagster.dates.questions import MARGIN_DAYS
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 
 SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density",
-                                  "lex", "time_fit", "key_match")
+                                  "lex", "time_fit", "key_match", "session_match", "time_text")
+V5_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:10]
 V4_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:9]
 V3_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:8]
 V2_SIGNAL_NAMES: tuple[str, ...] = SIGNAL_NAMES[:7]
@@ -63,9 +68,10 @@ BM25_B = 0.75
 # With no trained model the ranking is pure cosine, so recall works from the first stored pair; when the
 # question names a time, cosine plus time_fit at TIME_WEIGHT (chosen on the training split of `make
 # bench-time`: Recall@10 of its questions with a time expression by weight).
-COSINE_WEIGHTS: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+COSINE_WEIGHTS: tuple[float, ...] = (1.0,) + (0.0,) * (len(SIGNAL_NAMES) - 1)
 TIME_WEIGHT = 0.5
-COSINE_AND_TIME_WEIGHTS: tuple[float, ...] = COSINE_WEIGHTS[:8] + (TIME_WEIGHT, 0.0)
+COSINE_AND_TIME_WEIGHTS: tuple[float, ...] = tuple(
+    TIME_WEIGHT if name == "time_fit" else weight for name, weight in zip(SIGNAL_NAMES, COSINE_WEIGHTS, strict=True))
 
 
 def expand_weights(weights: Sequence[float], signal_names: Sequence[str]) -> list[float]:
@@ -90,16 +96,24 @@ def range_fit(a_first: date, a_last: date, a_margin: float, w_first: date, w_las
     return max(0.0, 1.0 - gap / max(a_margin + w_margin, 1e-9))
 
 
+def time_text(times: Sequence[TimeRange], window: TimeRange | None) -> float:
+    """A pair's ``time_text`` for a question's ``window``: the best fit of its mentioned ``times`` alone."""
+    if window is None or not times:
+        return 0.0
+    margin = MARGIN_DAYS[window.granularity]
+    fits = [t.certainty * range_fit(t.first_day, t.last_day, MARGIN_DAYS[t.granularity], window.first_day,
+                                    window.last_day, margin) for t in times]
+    return min(max(max(fits) * window.certainty, 0.0), 1.0)
+
+
 def time_fit(occurred_at: datetime, times: Sequence[TimeRange], window: TimeRange | None) -> float:
     """A pair's ``time_fit`` for a question's ``window``: its own UTC day and its mentioned ``times``."""
     if window is None:
         return 0.0
     margin = MARGIN_DAYS[window.granularity]
     day = occurred_at.astimezone(UTC).date()
-    fits = [range_fit(day, day, MARGIN_DAYS["day"], window.first_day, window.last_day, margin)]
-    fits += [t.certainty * range_fit(t.first_day, t.last_day, MARGIN_DAYS[t.granularity], window.first_day,
-                                     window.last_day, margin) for t in times]
-    return min(max(max(fits) * window.certainty, 0.0), 1.0)
+    said = range_fit(day, day, MARGIN_DAYS["day"], window.first_day, window.last_day, margin)
+    return max(min(max(said * window.certainty, 0.0), 1.0), time_text(times, window))
 
 
 @dataclass(frozen=True)
@@ -146,7 +160,7 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
                       hubs: HubRule = DEFAULT_HUB_RULE, window: TimeRange | None = None,
                       pair_times: Mapping[str, Sequence[TimeRange]] | None = None,
                       pair_keys: Mapping[str, Sequence[np.ndarray]] | None = None) -> dict[str, dict[str, float]]:
-    """The ten signals of every pool pair, by pair id, computed the slow and obvious way.
+    """The twelve signals of every pool pair, by pair id, computed the slow and obvious way.
 
     ``pair_subjects`` maps a pair to its live subjects; ``subject_link_counts`` counts each subject's
     links (to pairs before as_of); ``lexical_scores`` is each pair's BM25 (:func:`bm25`; missing means 0);
@@ -176,13 +190,19 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
     lexical = {p.pair_id: float((lexical_scores or {}).get(p.pair_id, 0.0)) for p in pool}
     max_lexical = max(lexical.values())
 
+    cosines = {p.pair_id: min(max(pair_similarity(query, p), 0.0), 1.0) for p in pool}
+    session_best: dict[str, float] = {}
+    for p in pool:
+        if p.session_id is not None:
+            session_best[p.session_id] = max(session_best.get(p.session_id, 0.0), cosines[p.pair_id])
+
     signals = {}
     for p in pool:
         age_days = max((reference_time - p.occurred_at).total_seconds(), 0.0) / 86400.0
         subject_sims = [_cosine(query, subject_embeddings[s]) for s in pair_subjects.get(p.pair_id, ())
                         if subject_embeddings.get(s) is not None and specificity(s) > 0]
         signals[p.pair_id] = {
-            "cos": min(max(pair_similarity(query, p), 0.0), 1.0),
+            "cos": cosines[p.pair_id],
             "rec_lin": 1.0 if hi == lo else (epochs[p.pair_id] - lo) / (hi - lo),
             "rec_exp": 0.5 ** min(age_days / REC_EXP_HALF_LIFE_DAYS, REC_EXP_MAX_HALF_LIVES),
             "subj_freq": links[p.pair_id] / max_links if max_links else 0.0,
@@ -193,10 +213,12 @@ def reference_signals(query: np.ndarray, pool: Sequence[PoolPair], *,
             "time_fit": time_fit(p.occurred_at, (pair_times or {}).get(p.pair_id, ()), window),
             "key_match": min(max(max((_cosine(query, k) for k in (pair_keys or {}).get(p.pair_id, ())),
                                      default=0.0), 0.0), 1.0),
+            "session_match": cosines[p.pair_id] if p.session_id is None else session_best[p.session_id],
+            "time_text": time_text((pair_times or {}).get(p.pair_id, ()), window),
         }
     return signals
 
 
 def combined_score(signals: Mapping[str, float], weights: Sequence[float], scale: float) -> float:
-    """scale × Σ wₖ·sₖ over the ten signals (the SQL's score)."""
+    """scale × Σ wₖ·sₖ over the twelve signals (the SQL's score)."""
     return scale * sum(w * signals[name] for w, name in zip(weights, SIGNAL_NAMES, strict=True))

@@ -29,6 +29,7 @@ from dreaming_dagster.training.variants import (
     ORACLE_ONLY,
     PUBLISHED_VERSION,
     VERSIONS,
+    WITHOUT_KEY_CANDIDATES,
     WITHOUT_KEYS,
     WITHOUT_TIME,
     ablation_data,
@@ -127,6 +128,7 @@ def fit_rankers(data: TrainingData, *, embedding_model: str, seed: int = 0, epoc
         if data.side_masks.get("window") is not None and data.side_masks["window"].any():
             runs.append((WITHOUT_TIME, PUBLISHED_VERSION, train_rows))
         runs.append((WITHOUT_KEYS, PUBLISHED_VERSION, train_rows))
+        runs.append((WITHOUT_KEY_CANDIDATES, PUBLISHED_VERSION, train_rows))
         if cosine_pool is not data:
             runs += [(cosine_pool_key(version), version, train_rows) for version in COSINE_POOL_VERSIONS]
     outcomes = {PUBLISHED_VERSION: tried[hidden]}

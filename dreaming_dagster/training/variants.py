@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from dreaming_dagster.training.train import TrainingData
 
-VERSIONS = ("v5", "v4", "v3", "v2", "v1")
+VERSIONS = ("v6", "v5", "v4", "v3", "v2", "v1")
 PUBLISHED_VERSION = VERSIONS[0]  # the newest: what recall() loads when it beats the rankings without a model
 COSINE_POOL_VERSIONS = ("v2",)
 ORACLE_MEMORY, S_MEMORY = "oracle", "s"
 # The ablations' model keys: the newest version trained on the pooled oracle alone, and without the time
 # parts (no time-window candidates, no time_fit, no window feature), and without the keys (no key
-# candidates, no key_match). v4 is the newest without keys already; "v5-without-keys" also drops the key side.
-ORACLE_ONLY, WITHOUT_TIME, WITHOUT_KEYS = "v5-oracle-only", "v5-without-time", "v5-without-keys"
-TIME_SIGNALS, KEY_SIGNALS = ("time_fit",), ("key_match",)
+# candidates, no key_match), and with key_match but no key candidates. v5 is the newest without the session
+# and text-time signals, v4 without keys already; "-without-keys" also drops the key side.
+ORACLE_ONLY, WITHOUT_TIME, WITHOUT_KEYS, WITHOUT_KEY_CANDIDATES = (
+    f"{PUBLISHED_VERSION}-{name}" for name in ("oracle-only", "without-time", "without-keys", "without-key-candidates"))
+TIME_SIGNALS, KEY_SIGNALS = ("time_fit", "time_text"), ("key_match",)
 
 
 def cosine_pool_key(version: str) -> str:
@@ -25,6 +27,8 @@ def ablation_data(data: TrainingData, key: str) -> TrainingData:
         return data.without_side("window", TIME_SIGNALS)
     if key == WITHOUT_KEYS:
         return data.without_side("key", KEY_SIGNALS)
+    if key == WITHOUT_KEY_CANDIDATES:
+        return data.without_side("key", ())
     if key.endswith("-cosine-pool"):
         return data.vector_pool()
     return data
