@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from dreaming_dagster.extraction.providers import OpenAIExtractor
@@ -102,3 +103,42 @@ def test_a_failing_pair_is_recorded_and_retried_later_without_blocking_others(da
     assert done["n"] == 4
     openai_stub.default_chat_reply = lambda body: GOOD  # the endpoint recovers: the next run picks it up
     assert extract_pending(database, extractor(openai_stub), "alice", "default").pairs == 1
+
+
+def test_the_llms_facts_become_the_pairs_fact_keys_replaced_on_a_new_extraction(database, openai_stub, embedder16):
+    from dreaming_dagster.extraction.schema import MAX_FACTS, Extraction
+    from dreaming_dagster.memory.export import export_lines, import_records
+
+    # Blank, repeated and overlong facts are dropped and at most MAX_FACTS kept, never failing the pair.
+    parsed = Extraction.model_validate({"summary": "s", "subjects": [], "facts": [
+        " I prefer  window seats. ", "", "I prefer window seats.", "x" * 301, *[f"I own {n} bikes." for n in range(9)]]})
+    assert parsed.facts[0] == "I prefer window seats." and len(parsed.facts) == MAX_FACTS
+
+    save_pairs("alice", [pair(0, user_message="I prefer window seats and my sister Dana lives in Porto."),
+                         pair(1, user_message="Tell me a joke.")], database=database, embedder=embedder16)
+    facts = ["I prefer window seats.", "My sister Dana lives in Porto."]
+    openai_stub.default_chat_reply = lambda body: json.dumps(
+        {"summary": "s", "subjects": [], "facts": facts if "window" in body["messages"][1]["content"] else []})
+    stats = extract_pending(database, extractor(openai_stub), "alice", "default", embedder=embedder16)
+    assert (stats.pairs, stats.facts) == (2, 2)
+    assert "facts" in openai_stub.chat_calls()[0]["response_format"]["json_schema"]["schema"]["properties"]
+
+    def fact_keys(user_id):
+        with database.connect() as conn:
+            return [(r["position"], r["key_text"], list(r["embedding"].to_numpy().round(4))) for r in conn.execute(
+                "SELECT position, key_text, embedding FROM memory_keys WHERE user_id = %s AND kind = 'fact' "
+                "ORDER BY position", (user_id,))]
+
+    assert [(p, t) for p, t, _ in fact_keys("alice")] == [(0, facts[0]), (1, facts[1])]
+    assert fact_keys("alice")[0][2] == list(np.asarray(embedder16.embed([facts[0]])[0], dtype=np.float32).round(4))
+    # Extracted again (a rebuild), the pair holds only its latest facts.
+    facts = ["I prefer aisle seats now."]
+    with database.connect() as conn:
+        conn.execute("UPDATE pair_stages SET extracted_at = NULL WHERE user_id = 'alice'")
+    assert extract_pending(database, extractor(openai_stub), "alice", "default", embedder=embedder16).facts == 1
+    assert [t for _, t, _ in fact_keys("alice")] == facts
+    # Fact keys travel in an export like the others.
+    lines = list(export_lines("alice", database=database))
+    import_records([(f"line {n}", json.loads(line)) for n, line in enumerate(lines, 1)], "bob", database=database,
+                   embedder=embedder16)
+    assert fact_keys("bob") == fact_keys("alice")

@@ -11,7 +11,9 @@ token patterns (no statistical model), the same on every run.
   ("I prefer…", "I love…"), a habit ("I usually…"), a possession ("I have…", "I bought…"), a relation ("my
   sister Rachel…"), a plan ("I'm planning to…"), a favourite ("my favorite…");
 - ``event``: the sentence around a time the dating stage resolved, with the day it resolved to
-  ("I cleaned my white sneakers last Saturday (20 May 2023)").
+  ("I cleaned my white sneakers last Saturday (20 May 2023)");
+- ``fact``: with an LLM extractor, what the model read the user stating about themselves (its ``facts``,
+  extraction/schema.py), written by the extraction stage (pipeline/extracting.py).
 
 An event whose sentence is also one of the pair's statements has no vector of its own
 (:func:`has_own_vector`): recall finds keys by vector only, and the statement's vector already finds that
@@ -29,7 +31,7 @@ from dreaming_dagster.dates.expressions import TimeRange
 MAX_STATEMENTS = 5
 MAX_EVENTS = 3
 MAX_KEY_CHARS = 300
-KINDS = ("statement", "event")
+KINDS = ("statement", "event", "fact")
 
 HABIT_ADVERBS = ["usually", "always", "often", "normally", "typically", "generally", "sometimes", "never",
                  "really", "also", "still", "just", "recently", "actually", "definitely", "mostly", "rarely"]

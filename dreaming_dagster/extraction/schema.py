@@ -14,6 +14,8 @@ logger = logging.getLogger(__name__)
 
 MAX_SUBJECTS = 5
 MAX_TIMES = 10
+MAX_FACTS = 5
+MAX_FACT_CHARS = 300
 # The kinds of subject extraction names (docs/dreaming.md); unknown kinds become "other".
 SUBJECT_TYPES = ("person", "place", "organization", "project", "product", "event", "activity",
                  "preference", "topic", "entity", "other")
@@ -45,6 +47,26 @@ class Extraction(BaseModel):
     # The user's own time expressions, as written; the dating grammar resolves them against the pair's time.
     times: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=list,
                                                                               max_length=MAX_TIMES)
+
+    # What the user states about themselves, one short sentence each: stored as the pair's "fact" keys
+    # (extraction/keys.py), found by recall as the offline statements are.
+    facts: list[Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]] = Field(default_factory=list,
+                                                                                         max_length=MAX_FACTS)
+
+    @field_validator("facts", mode="before")
+    @classmethod
+    def _facts(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, list):
+            # Blank, overlong or repeated facts are dropped, not the pair: a key is an aid, never a reason to fail.
+            kept: list[str] = []
+            for item in value:
+                text = " ".join(item.split()) if isinstance(item, str) else ""
+                if 0 < len(text) <= MAX_FACT_CHARS and text not in kept:
+                    kept.append(text)
+            return kept[:MAX_FACTS]
+        return value
 
     @field_validator("times", mode="before")
     @classmethod

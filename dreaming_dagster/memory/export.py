@@ -129,9 +129,9 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
             return result
         ids = {row["content_hash"]: row["id"] for row in conn.execute(load_sql("export/pair_ids_by_hash"), {
             **params, "hashes": [p.content_hash for p in pairs]})}
-        # Keys need vectors: with embed=False they are left to the next dream's keying stage, which writes
-        # the same keys (they are deterministic).
-        keyed = embed and any(dream.get("keyed") for dream in dreams)
+        # Keys need vectors: with embed=False the keying stage's are left to the next dream, which writes the
+        # same keys (they are deterministic); an LLM's fact keys come with an extracted pair.
+        keyed = embed
         keys: list[tuple[object, dict]] = []
         vectors = embed_cached(embedder, [subject_embedding_text(s["name"]) for s in subjects])
         new_ids = {}
@@ -160,8 +160,9 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
                 if times:
                     write_pair_times(conn, user_id, kg_id, source,
                                      [(pair_id, t["position"], t["expression"], _time_range(t)) for t in times])
-            if keyed and dream.get("keyed"):
-                keys += [(pair_id, key) for key in dream["keys"]]
+            if keyed:
+                keys += [(pair_id, key) for key in dream.get("keys") or []
+                         if (dream.get("extracted") if key["kind"] == "fact" else dream.get("keyed"))]
             for ref in dream.get("subjects") or []:
                 result.links += conn.execute(load_sql("export/insert_link"), {
                     **params, "subject_id": new_ids[ref], "pair_id": pair_id}).rowcount

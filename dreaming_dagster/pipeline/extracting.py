@@ -1,4 +1,5 @@
-"""Stage 2, extraction: a summary and a few subjects for each pending pair, and the times it mentions."""
+"""Stage 2, extraction: a summary and a few subjects for each pending pair, the times it mentions, and (an LLM
+extractor's) the facts the user states about themselves, written as the pair's fact keys with their vectors."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from dreaming_dagster.dates.expressions import resolve
+from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.extraction.keys import Key
 from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
 from dreaming_dagster.pipeline.batches import (
@@ -19,6 +22,7 @@ from dreaming_dagster.pipeline.batches import (
     write_each_if_refused,
     write_pair_times,
 )
+from dreaming_dagster.pipeline.keying import key_vectors
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import clean_text
@@ -37,6 +41,7 @@ class ExtractionStats(Failures):
     with_subjects: int = 0
     empty: int = 0
     subjects: int = 0
+    facts: int = 0  # fact keys written (an LLM extractor's)
     not_attempted: int = 0  # not sent: the provider was down earlier in the batch (no attempt counted)
     provider_unavailable: bool = False  # the stage stopped early; the rest waits for the next run
 
@@ -53,14 +58,15 @@ def held_subject_names(database: Database, user_id: str, kg_id: str, names: Coll
 
 
 def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_id: str, *,
-                    batch_size: int | None = None, max_attempts: int = MAX_EXTRACTION_ATTEMPTS,
+                    embedder: Embedder | None = None, batch_size: int | None = None, max_attempts: int = MAX_EXTRACTION_ATTEMPTS,
                     cooldown_seconds: float = EXTRACTION_RETRY_COOLDOWN_SECONDS) -> ExtractionStats:
     """Stage 2: a summary and 0–5 subjects per pending pair, a batch's results written in one statement.
     Failures are recorded per pair (attempts, last_error, last_attempt_at) and retried on later runs; they
     never block other pairs. A pair whose result the database refuses is a failure of that pair alone (the
     batch is then written pair by pair, each in its own savepoint). When the provider is
     unavailable (every retry of a call failed transiently) the stage stops after the batch: pairs not sent
-    keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock."""
+    keep their attempts, and nothing waits on a dead endpoint while holding the user's graph lock. With an
+    ``embedder``, the facts a result carries are written as the pair's fact keys in the same transaction."""
     stats = ExtractionStats()
     # The extractor's own batch: 100 for an LLM (calls in flight); larger offline, so a backlog is parsed
     # by the extractor's worker processes (which only start for large batches).
@@ -81,7 +87,7 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
                     continue
                 stats.provider_unavailable |= isinstance(result, ProviderUnavailableError)
                 (failed if isinstance(result, Exception) else done).append((row, result))
-            for row, result in failed + _record_extractions(conn, done, user_id, kg_id, stats):
+            for row, result in failed + _record_extractions(conn, done, user_id, kg_id, stats, embedder):
                 failed_now.append(row["id"])
                 conn.execute(load_sql("pipeline/record_extraction_failure"),
                              {"id": row["id"], "user_id": user_id, "kg_id": kg_id,
@@ -94,7 +100,7 @@ def extract_pending(database: Database, extractor: Extractor, user_id: str, kg_i
 
 
 def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]], user_id: str, kg_id: str,
-                        stats: ExtractionStats) -> list[tuple[dict, Exception]]:
+                        stats: ExtractionStats, embedder: Embedder | None = None) -> list[tuple[dict, Exception]]:
     """Write a batch's extraction results in one statement (pair by pair if the database refuses a value);
     returns the refused pairs."""
     def write(items: list[tuple[dict, object]]) -> None:
@@ -114,6 +120,8 @@ def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]
         (row["id"], position, expression, resolved)
         for row, result in recorded for position, expression in enumerate(getattr(result, "times", ()))
         if (resolved := resolve(expression, row["occurred_at"])) is not None])
+    if recorded and embedder is not None:
+        stats.facts += _write_fact_keys(conn, recorded, user_id, kg_id, embedder)
     for row, result in done:
         if row["id"] in refused_ids:
             continue
@@ -124,6 +132,21 @@ def _record_extractions(conn: psycopg.Connection, done: list[tuple[dict, object]
         else:
             stats.empty += 1
     return [(row, error) for (row, _), error in refused]
+
+
+def _write_fact_keys(conn: psycopg.Connection, recorded: list[tuple[dict, object]], user_id: str, kg_id: str,
+                     embedder: Embedder) -> int:
+    """The recorded pairs' facts as their fact keys (an earlier extraction's replaced), embedded in one call."""
+    conn.execute(load_sql("pipeline/clear_fact_keys"), {"ids": [row["id"] for row, _ in recorded],
+                                                        "user_id": user_id, "kg_id": kg_id})
+    keyed = [(row["id"], Key("fact", position, text)) for row, result in recorded
+             for position, text in enumerate(getattr(result, "facts", ()))]
+    if keyed:
+        conn.execute(load_sql("pipeline/insert_keys"), {
+            "user_id": user_id, "kg_id": kg_id, "pair_ids": [pair_id for pair_id, _ in keyed],
+            "kinds": [key.kind for _, key in keyed], "positions": [key.position for _, key in keyed],
+            "texts": [key.text for _, key in keyed], "embeddings": key_vectors(embedder, keyed)})
+    return len(keyed)
 
 
 def reset_failed_extractions(database: Database, user_id: str, kg_id: str | None = None, *,

@@ -78,9 +78,10 @@ def pair_dates(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseR
 @stage_asset("pair_keys", kinds={"postgres", "python"})
 def pair_keys(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
               embedder: EmbedderResource) -> dg.MaterializeResult:
-    """Each pair's index keys, each a row with its own vector and words (memory_keys): the sentences where the
+    """Each pair's index keys, each a row with its vector and words (memory_keys): the sentences where the
     user states something about themselves (preferences, habits, possessions, relations, plans) and the
-    dated events of the user's turn, offline and deterministic (extraction/keys.py). Recall draws candidates
+    dated events of the user's turn, offline and deterministic (extraction/keys.py); an LLM extractor's facts
+    are written by pair_subjects. Recall draws candidates
     by key and ranks them with key_match. Metadata: the pairs keyed this run and the keys written."""
     database = dreaming_db.database()
     totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key,
@@ -97,9 +98,11 @@ def pair_keys(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseRe
                                    "are retried after a cool-down; `dreaming retry-failed` retries them now).")],
 )
 def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
-                  dreaming_db: DreamingDatabaseResource, llm: LLMResource) -> dg.MaterializeResult:
+                  dreaming_db: DreamingDatabaseResource, llm: LLMResource,
+                  embedder: EmbedderResource) -> dg.MaterializeResult:
     """Stage 2: a one-sentence summary and 0–5 durable subjects per memory pair, from the configured LLM
-    (structured JSON) or the offline extractor (spaCy entities and noun phrases). A pair whose extraction fails keeps attempts and
+    (structured JSON, with the facts the user states, written as fact keys) or the offline extractor (spaCy
+    entities and noun phrases). A pair whose extraction fails keeps attempts and
     last_error and is retried on later runs without blocking others; after its last attempt it is parked and
     retried once per cool-down."""
     database, extractor = dreaming_db.database(), llm.extractor()
@@ -108,7 +111,8 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
             with user_graphs.user_graph_lock(database, context.partition_key, kg_id):
                 linking.clear_user_graph(database, context.partition_key, kg_id)
         context.log.info(f"cleared the graph of {context.partition_key}; every stage runs again")
-    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, extractor=extractor))
+    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, extractor=extractor,
+                                                             embedder=embedder.embedder()))
     if totals.get("failures"):
         context.log.warning(f"{totals['failures']} pair(s) failed extraction: {totals.get('last_error')}")
     parked = parked_pairs_check(database, context.partition_key)
