@@ -35,7 +35,8 @@ including the round trip:
   key_match; the heavy user has synthetic keys (bench/synthetic.py: KEYS_PER_PAIR a pair);
 - served, month window: the same for a question naming a month (the heavy user's last full month, ~2,700
   pairs): time_fit and the time-window side of the pool (DREAMING_RECALL_TIME_POOL_SIZE by vector and by
-  BM25 among the month's pairs) added;
+  BM25 among the DREAMING_RECALL_TIME_SCAN_LIMIT in-window pairs it reads) added; and the same reading
+  WIDE_SCAN_LIMIT pairs, the whole month and its soft edges (what the scan limit saves);
 - recall() end to end: Recaller.recall with a real MiniLM embedding of the question;
 - the server's shared_buffers: the composite and hybrid statements again, in child processes that each start
   the server from the same data directory, with Postgres's default 128MB and with the embedded server's default
@@ -98,6 +99,7 @@ from dreaming_dagster.retrieval.ranker import (
 from dreaming_dagster.retrieval.recaller import (
     DEFAULT_GRAPH_SIDE,
     DEFAULT_LEXICAL_PRUNING,
+    DEFAULT_TIME_SIDE,
     NO_GRAPH_SIDE,
     LexicalPruning,
     Recaller,
@@ -125,6 +127,7 @@ PRUNING_RULES = {
 
 BASELINE_REV = "c93be83"  # the last revision before index keys
 KEY_POOL_SIZE = DreamingSettings().recall_key_pool_size
+WIDE_SCAN_LIMIT = 5000  # the month again with the time side reading this many in-window pairs
 
 def oracle_texts(dataset: Path) -> tuple[list[tuple[str, str]], list[str]]:
     """The oracle's distinct pairs (user, assistant) and its questions."""
@@ -286,11 +289,11 @@ def main() -> None:
                           expression="last month")
 
         def composite(q, text, lexical_pool_size=0, remember=False, cache=None, graph=NO_GRAPH_SIDE,
-                      time=NO_TIME, key_pool_size=0):
+                      time=NO_TIME, key_pool_size=0, time_side=DEFAULT_TIME_SIDE):
             return composite_rows(conn, lexical_postings=cache, user_id="heavy", kg_id="default", query_embedding=q,
                                   query_text=text, weights=weights, pool_size=args.pool_size,
                                   lexical_pool_size=lexical_pool_size, row_limit=10, remember_query=remember,
-                                  graph=graph, time=time, time_side=TimeSide(), key_pool_size=key_pool_size)
+                                  graph=graph, time=time, time_side=time_side, key_pool_size=key_pool_size)
 
         # The served statement as it was before index keys (--baseline-rev), on the same data and lexical pool.
         baseline_sql = subprocess.run(
@@ -306,7 +309,8 @@ def main() -> None:
             return conn.execute(baseline_sql, params).fetchall()
 
         series = {"plain": [], "composite": [], "hybrid": [], "hybrid_statement_pool": [], "hybrid_cold_cache": [],
-                  "hybrid_remember": [], "served": [], "served_before_keys": [], "served_month_window": []}
+                  "hybrid_remember": [], "served": [], "served_before_keys": [], "served_month_window": [],
+                  "served_month_window_wide_scan": []}
         calls = {"plain": lambda q, text: plain(q), "composite": composite,
                  "hybrid": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings),
                  "hybrid_statement_pool": lambda q, text: composite(q, text, args.lexical_pool_size),
@@ -320,7 +324,10 @@ def main() -> None:
                  "served_before_keys": served_before_keys,
                  "served_month_window": lambda q, text: composite(q, text, args.lexical_pool_size, cache=postings,
                                                                   graph=DEFAULT_GRAPH_SIDE, time=month,
-                                                                  key_pool_size=KEY_POOL_SIZE)}
+                                                                  key_pool_size=KEY_POOL_SIZE),
+                 "served_month_window_wide_scan": lambda q, text: composite(
+                     q, text, args.lexical_pool_size, cache=postings, graph=DEFAULT_GRAPH_SIDE, time=month,
+                     key_pool_size=KEY_POOL_SIZE, time_side=TimeSide(scan_limit=WIDE_SCAN_LIMIT))}
         # The held postings start with every question's words, as a serving process holds the words it has
         # been asked about: a word's first read (its whole postings list, tens of milliseconds for a common
         # word) would otherwise land on whichever of the four series sharing this cache runs first, and decide
@@ -348,7 +355,8 @@ def main() -> None:
         for numerator, denominator in (("hybrid", "composite"), ("hybrid_statement_pool", "composite"),
                                        ("hybrid_cold_cache", "composite"), ("composite", "plain"),
                                        ("hybrid", "plain"), ("hybrid_remember", "composite"), ("served", "composite"),
-                                       ("served", "served_before_keys"), ("served_month_window", "served")):
+                                       ("served", "served_before_keys"), ("served_month_window", "served"),
+                                       ("served_month_window_wide_scan", "served")):
             for stat in ("p50", "p99"):
                 latency[f"ratio_{numerator}_to_{denominator}_{stat}"] = round(
                     latency[numerator][f"{stat}_ms"] / latency[denominator][f"{stat}_ms"], 2)
