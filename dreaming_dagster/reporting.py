@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+TABLE_MIN_WEIGHT = 0.05  # recall_table shows the signals weighted at least this much
+
 
 def _day(value) -> str:
     return value.strftime("%Y-%m-%d") if value else "–"
@@ -76,29 +78,30 @@ def time_understood(time) -> str:
 
 def recall_table(result):
     """A rich table of a :class:`~dreaming_dagster.retrieval.recaller.RecallResult`: one row per memory
-    with its ten signals and score; the time the question asks about in the title; the weights and the
-    model in the caption."""
+    with its score and the signals that carry weight in this ranking (``--json`` has all twelve); the time
+    the question asks about in the title; the weights and the model in the caption."""
     from rich.table import Table
 
-    from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
-
-    weights = " · ".join(f"{name} {value:.2f}" for name, value in result.weights.as_dict().items() if value)
+    weights = result.weights.as_dict()
+    # Twelve numbers leave no room for the memory in a terminal: the signals weighted at least
+    # TABLE_MIN_WEIGHT, heaviest first (cos alone for a ranking without a model).
+    shown = sorted((n for n, w in weights.items() if w >= TABLE_MIN_WEIGHT), key=lambda n: -weights[n]) or ["cos"]
+    caption_weights = " · ".join(f"{name} {value:.2f}" for name, value in weights.items() if value)
     table = Table(expand=True, title=f"recall for {result.user_id}: {_snippet(result.query, 60)}"
                   + (f"\n{time_understood(result.time)}" if result.time.as_dict() else ""),
-                  caption=f"model {result.weights.model} · weights {weights} · scale {result.weights.scale:.2f}"
+                  caption=f"model {result.weights.model} · weights {caption_weights} · scale {result.weights.scale:.2f}"
                           + (f" · question type {result.question_type}" if result.question_type else "")
                           + " · " + " ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items()))
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
-    for name in SIGNAL_NAMES:
-        # Two-line headers keep the nine numbers narrow enough to leave room for the memory itself.
+    for name in shown:
         header = {"neighbor_density": "nbr\ndensity", "key_match": "key"}.get(name, name.replace("_", "\n"))
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("session", no_wrap=True, max_width=10)
     table.add_column("when", no_wrap=True)
     table.add_column("memory", no_wrap=True, overflow="ellipsis", ratio=1)
     for rank, memory in enumerate(result.memories, 1):
-        table.add_row(str(rank), f"{memory.score:.3f}", *(f"{memory.signals[n]:.2f}" for n in SIGNAL_NAMES),
+        table.add_row(str(rank), f"{memory.score:.3f}", *(f"{memory.signals[n]:.2f}" for n in shown),
                       _snippet(memory.session_id, 12), memory.occurred_at.strftime("%Y-%m-%d"),
                       _snippet(f"{memory.user_message} → {memory.assistant_message}", 80))
     return table

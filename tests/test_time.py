@@ -271,6 +271,8 @@ def test_last_months_pair_ranks_first_among_identical_pairs_without_a_model(data
         assert plain.time.window is None and plain.as_dict()["time"] is None and plain.weights is COSINE_ONLY
         assert all(m.signals["time_fit"] == 0 for m in plain)
         rendered = recall_table(asked).title
+        # The table shows the signals that carry weight, heaviest first: cosine, then time_fit at 0.5.
+        assert [column.header for column in recall_table(asked).columns][1:4] == ["score", "cos", "time\nfit"]
         assert "last month → 1–30 April 2023" in rendered
     finally:
         recaller.close()
