@@ -483,7 +483,7 @@ def reembed(force: bool) -> None:
     if result.skipped:
         click.echo(f"nothing to re-embed: the database already uses {result.current}")
     else:
-        click.echo(f"re-embedded {result.pairs:,} pairs and {result.subjects:,} subjects: "
+        click.echo(f"re-embedded {result.pairs:,} pairs, {result.subjects:,} subjects and {result.keys:,} keys: "
                    f"{result.previous} → {result.current}")
 
 

@@ -1,7 +1,8 @@
 """``dreaming reembed``: move a database to another embedding model (and dimension).
 
 1. Stage: add ``embedding_next vector(D_new)`` beside every vector column.
-2. Fill: embed every pair and subject into the staging column, batch by batch, each batch committed.
+2. Fill: embed every pair, subject and index key into the staging column, batch by batch, each batch
+   committed.
    Interrupted? Run it again: it resumes with the rows still NULL.
 3. Swap, in one transaction with writers blocked: embed any rows saved meanwhile, replace the old
    columns, rebuild the HNSW indexes, and record the new model and dimension.
@@ -36,6 +37,7 @@ class ReembedResult:
     current: EmbeddingSpec
     pairs: int = 0
     subjects: int = 0
+    keys: int = 0
     skipped: bool = False
 
 
@@ -73,6 +75,15 @@ def _fill_subjects(conn: psycopg.Connection, embedder: Embedder, batch_size: int
     return _fill(conn, "reembed/subjects_batch", "reembed/set_subject", parameters, batch_size, on_rows)
 
 
+def _fill_keys(conn: psycopg.Connection, embedder: Embedder, batch_size: int,
+               on_rows: Callable[[int], None] | None) -> int:
+    def parameters(rows: list[dict]) -> list[dict]:
+        vectors = embedder.embed([row["key_text"] for row in rows])
+        return [{"pair_id": row["pair_id"], "kind": row["kind"], "position": row["position"], "embedding": vector}
+                for row, vector in zip(rows, vectors, strict=True)]
+    return _fill(conn, "reembed/keys_batch", "reembed/set_key", parameters, batch_size, on_rows)
+
+
 def count_rows(database: Database) -> int:
     with database.connect() as conn:
         row = conn.execute(load_sql("reembed/count_rows")).fetchone()
@@ -103,12 +114,14 @@ def reembed(database: Database, embedder: Embedder, *, force: bool = False, batc
         result = ReembedResult(previous=previous, current=target)
         result.pairs = _fill_pairs(conn, embedder, batch_size, on_rows)
         result.subjects = _fill_subjects(conn, embedder, batch_size, on_rows)
+        result.keys = _fill_keys(conn, embedder, batch_size, on_rows)
         with conn.transaction():
             lock_schema(conn)
             conn.execute(load_sql("reembed/lock_tables"))
             # Rows written while we filled: few, embedded here under the lock (batches become savepoints).
             result.pairs += _fill_pairs(conn, embedder, batch_size, on_rows)
             result.subjects += _fill_subjects(conn, embedder, batch_size, on_rows)
+            result.keys += _fill_keys(conn, embedder, batch_size, on_rows)
             conn.execute(load_sql("reembed/swap_columns"))
             conn.execute(render_dimension(load_sql("reembed/recompute_centroids"), target.dimension))
             write_config(conn, CONFIG_EMBEDDING_MODEL, target.model)

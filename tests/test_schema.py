@@ -82,6 +82,11 @@ def test_reembed_switches_model_and_dimension(database, openai_stub):
     save_pairs("bob", [pair(i) for i in range(5)], database=database, embedder=old, embed=False)
     with database.connect() as conn:
         conn.execute("INSERT INTO subjects (user_id, subject_text) VALUES ('alice', 'Hiking')")
+        # Two index keys, one with a vector of its own and one without (an event repeating a statement).
+        conn.execute("INSERT INTO memory_keys (pair_id, user_id, kg_id, kind, position, key_text, embedding) "
+                     "VALUES (%s, 'alice', 'default', 'statement', 0, 'I love hiking.', %s), "
+                     "(%s, 'alice', 'default', 'event', 0, 'I love hiking. (May 2023)', NULL)",
+                     (stored.pair_ids[0], old.embed(["I love hiking."])[0], stored.pair_ids[0]))
     assert stored.embedded == 20
 
     fresh = type(database)(database.url)  # a new process's view: nothing cached
@@ -89,7 +94,7 @@ def test_reembed_switches_model_and_dimension(database, openai_stub):
         fresh.ensure_schema(new.spec)
 
     result = reembed(database, new, batch_size=7)
-    assert (result.pairs, result.subjects, result.skipped) == (25, 1, False)
+    assert (result.pairs, result.subjects, result.keys, result.skipped) == (25, 1, 1, False)
     assert result.previous == old.spec and result.current == new.spec
     type(database)(database.url).ensure_schema(new.spec)  # the new model is now accepted…
     with pytest.raises(EmbeddingMismatchError):
@@ -98,18 +103,20 @@ def test_reembed_switches_model_and_dimension(database, openai_stub):
         pairs = conn.execute("SELECT count(*) AS n, count(embedding) AS e, "
                              "max(vector_dims(embedding)) AS d FROM memory_pairs").fetchone()
         subject_dims = conn.execute("SELECT vector_dims(embedding) AS d FROM subjects").fetchone()
+        key_dims = [row["d"] for row in conn.execute(
+            "SELECT vector_dims(embedding) AS d FROM memory_keys ORDER BY kind")]
         indexes = {row["indexname"] for row in conn.execute("SELECT indexname FROM pg_indexes")}
         staging = conn.execute("SELECT count(*) AS n FROM pg_attribute WHERE attname = 'embedding_next' "
                                "AND NOT attisdropped").fetchone()
     assert pairs == {"n": 25, "e": 25, "d": 8}  # bob's unembedded pairs got vectors too
-    assert subject_dims == {"d": 8}
+    assert subject_dims == {"d": 8} and key_dims == [None, 8]  # the key without a vector keeps none
     with database.connect() as conn:
         replies = conn.execute("SELECT count(reply_embedding) AS r, max(vector_dims(reply_embedding)) AS d "
                                "FROM memory_pairs").fetchone()
     assert replies == {"r": 25, "d": 8}  # both turns of every pair re-embedded
     assert {"memory_pairs_embedding_hnsw_idx", "memory_pairs_reply_embedding_hnsw_idx",
             "memory_pairs_pending_embedding_idx", "memory_pairs_pending_reply_embedding_idx",
-            "subjects_embedding_hnsw_idx"} <= indexes
+            "subjects_embedding_hnsw_idx", "memory_keys_embedding_idx"} <= indexes
     assert staging == {"n": 0}
     assert vector_storage(database) == INLINE_VECTORS  # the swapped-in columns stay inline (0021)
     assert reembed(database, new).skipped  # already current
@@ -132,7 +139,7 @@ def test_interrupted_reembed_resumes(database, openai_stub):
     assert result.pairs == 10 - done
 
 
-VECTOR_COLUMNS = ("memory_pairs.embedding", "memory_pairs.reply_embedding", "subjects.embedding")
+VECTOR_COLUMNS = ("memory_keys.embedding", "memory_pairs.embedding", "memory_pairs.reply_embedding", "subjects.embedding")
 INLINE_VECTORS = dict.fromkeys(VECTOR_COLUMNS, "m")  # attstorage 'm': MAIN
 
 

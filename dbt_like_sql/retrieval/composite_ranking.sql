@@ -180,9 +180,11 @@ key_nearest AS MATERIALIZED (
     UNION ALL
     (SELECT k.pair_id, k.embedding <=> %(query)s AS distance
      FROM memory_keys k
-     JOIN memory_pairs p ON p.id = k.pair_id AND p.user_id = %(user_id)s AND p.kg_id = %(kg_id)s
      WHERE k.user_id = %(user_id)s AND k.kg_id = %(kg_id)s AND k.embedding IS NOT NULL AND %(key_pool_size)s > 0
-       AND (%(as_of)s::timestamptz IS NULL OR p.occurred_at < %(as_of)s::timestamptz)
+       -- The pair's time is read only for as_of: a key carries its pair's user and graph.
+       AND (%(as_of)s::timestamptz IS NULL
+            OR EXISTS (SELECT 1 FROM memory_pairs p
+                       WHERE p.id = k.pair_id AND p.occurred_at < %(as_of)s::timestamptz))
        AND (SELECT count(*) FROM key_nearest_approximate) < 4 * %(key_pool_size)s
      ORDER BY k.embedding <=> %(query)s, k.pair_id
      LIMIT 4 * %(key_pool_size)s)
