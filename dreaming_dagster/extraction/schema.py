@@ -25,6 +25,21 @@ SUBJECT_TYPES = ("person", "place", "organization", "project", "product", "event
 TextOrNull = Annotated[str, BeforeValidator(lambda value: "" if value is None else value)]
 
 
+def _kept_texts(value: Any, *, max_chars: int, max_count: int) -> Any:
+    """A list of texts as a model sent it, each with its white space collapsed, without blank, overlong or
+    repeated entries, the first ``max_count`` kept (anything but a list is left for pydantic to refuse)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        return value
+    kept: list[str] = []
+    for item in value:
+        text = " ".join(item.split()) if isinstance(item, str) else ""
+        if 0 < len(text) <= max_chars and text not in kept:
+            kept.append(text)
+    return kept[:max_count]
+
+
 class ExtractedSubject(BaseModel):
     name: str = Field(min_length=1, max_length=200, description="2-5 word canonical name")
     description: TextOrNull = Field(default="", max_length=2000, description="what the pair says about it")
@@ -53,31 +68,12 @@ class Extraction(BaseModel):
     facts: list[Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]] = Field(default_factory=list,
                                                                                          max_length=MAX_FACTS)
 
-    @field_validator("facts", mode="before")
-    @classmethod
-    def _facts(cls, value: Any) -> Any:
-        if value is None:
-            return []
-        if isinstance(value, list):
-            # Blank, overlong or repeated facts are dropped, not the pair: a key is an aid, never a reason to fail.
-            kept: list[str] = []
-            for item in value:
-                text = " ".join(item.split()) if isinstance(item, str) else ""
-                if 0 < len(text) <= MAX_FACT_CHARS and text not in kept:
-                    kept.append(text)
-            return kept[:MAX_FACTS]
-        return value
-
-    @field_validator("times", mode="before")
-    @classmethod
-    def _time_expressions(cls, value: Any) -> Any:
-        if value is None:
-            return []
-        if isinstance(value, list):
-            # Blank or overlong entries are dropped, not the pair: a time is a hint, never a reason to fail.
-            kept = [str(v).strip() for v in value if isinstance(v, str) and 0 < len(v.strip()) <= 200]
-            return kept[:MAX_TIMES]
-        return value
+    # Blank, overlong or repeated entries are dropped, not the pair: a time or a fact is an aid, never a
+    # reason to fail.
+    _time_expressions = field_validator("times", mode="before")(
+        lambda value: _kept_texts(value, max_chars=200, max_count=MAX_TIMES))
+    _facts = field_validator("facts", mode="before")(
+        lambda value: _kept_texts(value, max_chars=MAX_FACT_CHARS, max_count=MAX_FACTS))
 
     @field_validator("subjects", mode="before")
     @classmethod
