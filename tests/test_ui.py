@@ -140,12 +140,12 @@ def test_the_sensors_are_listed_and_running(ui, page, shots):
 
 def test_the_latest_ranker_evaluation_shows_its_metrics_table(ui, page, shots):
     visit(page, ui, "/assets/ranker_evaluation")
-    page.get_by_text("oracle_validation_ndcg@10_v5").wait_for()
+    page.get_by_text("oracle_validation_ndcg@10_v6").wait_for()
     page.get_by_text("[Show Markdown]").first.click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_role("heading", name="oracle validation").first.wait_for()
     text = dialog.inner_text()
-    for cell in ("ndcg@10", "recall@10", "needle hit %", "cosine", "bm25", "v5 (gold type)", "v2-cosine-pool",
+    for cell in ("ndcg@10", "recall@10", "needle hit %", "cosine", "bm25", "v6 (gold type)", "v2-cosine-pool",
                  "session recall_all@10", "pool recall (ceiling"):
         assert cell in text, cell
     page.wait_for_timeout(1000)  # the dialog fades in
