@@ -123,6 +123,52 @@ def test_pending_pairs_sensor(database, resources, embedder16):
         assert [r.partition_key for r in later.run_requests] == ["bob"]
 
 
+def test_a_backlog_never_queues_more_sensor_runs_than_users_with_work(database, resources, embedder16, monkeypatch):
+    """The run storm: a queue that drains slower than the retry window used to get a second run for every
+    user whose first was still queued. Now a user with a dreaming run queued or running gets none, sensor
+    runs queue behind runs a person launched, and a user whose run ended with work left is asked for again
+    in the next window."""
+    from types import SimpleNamespace
+
+    from dreaming_dagster.defs.pipeline import sensors
+    from dreaming_dagster.pipeline.pending_work import RETRY_AFTER_SECONDS
+
+    users = [f"user-{n:02d}" for n in range(12)]
+    for user in users:
+        save_pairs(user, [pair(0)], database=database, embedder=embedder16, embed=False)
+    clock = [1_000_000.0]
+    monkeypatch.setattr(sensors, "time", SimpleNamespace(time=lambda: clock[0]))
+    loaded = load_defs()
+    job = dg.Definitions(assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
+                         resources=resources).resolve_job_def("dreaming_job")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(users_partitions.name, users)
+        # Runs waiting to start (a queued run needs a code location's origin; not started is as much in
+        # flight for the sensor: the same rule covers queued, starting and started runs).
+        waiting = dg.DagsterRunStatus.NOT_STARTED
+        by_hand = instance.create_run_for_job(job, status=waiting,
+                                              tags={"dagster/partition": users[0]})  # a person's backfill
+
+        def queued():
+            return instance.get_runs(filters=dg.RunsFilter(job_name="dreaming_job", statuses=[waiting]))
+
+        for _ in range(6):  # six retry windows while nothing drains
+            result = evaluate_sensor(instance, resources)
+            for request in getattr(result, "run_requests", []):
+                assert request.tags["dagster/priority"] == "-1"  # behind the default 0 of a person's run
+                instance.create_run_for_job(job, status=waiting,
+                                            tags={**request.tags, "dagster/partition": request.partition_key})
+            assert len(queued()) == len(users)  # one each: the hand-made run stands for users[0]
+            clock[0] += RETRY_AFTER_SECONDS
+        # Runs that ended with the work still pending free their users: asked for again, once.
+        ended = [run for run in queued() if run.run_id != by_hand.run_id][:5]
+        for run in ended:
+            instance.report_run_failed(run)
+        again = evaluate_sensor(instance, resources)
+        assert sorted(r.partition_key for r in again.run_requests) == sorted(run.tags["dagster/partition"]
+                                                                              for run in ended)
+
+
 def _run_under_dagster_env(command: list[str], database_url: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_") and k != "DAGSTER_HOME"}
     env["DREAMING_DATABASE_URL"] = database_url

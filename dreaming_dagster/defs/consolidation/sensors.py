@@ -6,11 +6,9 @@ import psycopg
 from dreaming_dagster.defs.consolidation.jobs import consolidation_job
 from dreaming_dagster.defs.partitions import add_new_users
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
+from dreaming_dagster.defs.run_queue import SENSOR_RUN_TAGS, users_in_flight
 from dreaming_dagster.pipeline.pending_work import RETRY_AFTER_SECONDS, TRAINING_KG_ID
 from dreaming_dagster.sql import load_sql
-
-IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED]
 
 
 def dream_run_key(user_id: str, last_pass_id: str | None, now: float) -> str:
@@ -42,11 +40,11 @@ def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dreami
     by_user: dict[str, str | None] = {}
     for row in rows:
         by_user.setdefault(row["user_id"], row["last_pass_id"])
-    busy = {run.tags.get("dagster/partition") for run in context.instance.get_runs(
-        filters=dg.RunsFilter(job_name=consolidation_job.name, statuses=IN_FLIGHT))}
+    busy = users_in_flight(context.instance, consolidation_job.name)
     now = time.time()
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=user, run_key=dream_run_key(user, last_pass, now))
+        run_requests=[dg.RunRequest(partition_key=user, run_key=dream_run_key(user, last_pass, now),
+                                    tags=SENSOR_RUN_TAGS)
                       for user, last_pass in by_user.items() if user not in busy],
         dynamic_partitions_requests=add_new_users(context.instance, by_user),
     )

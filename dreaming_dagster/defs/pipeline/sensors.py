@@ -7,6 +7,7 @@ import psycopg
 from dreaming_dagster.defs.partitions import add_new_users, users_partitions
 from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
+from dreaming_dagster.defs.run_queue import SENSOR_RUN_TAGS, users_in_flight
 from dreaming_dagster.pipeline.pending_work import (
     RETRY_AFTER_SECONDS,
     TRAINING_KG_ID,
@@ -24,8 +25,10 @@ FAST_PATH_BATCH = 500
     minimum_interval_seconds=30,  # the batch window: five messages in 30 s make one run, not five
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Finds users with pairs waiting for work (one SQL query over partial indexes), registers "
-                "new users as partitions and requests one dreaming run per user and state of work (the same "
-                f"work is requested again after {RETRY_AFTER_SECONDS // 60} minutes if it is still pending).",
+                "new users as partitions and requests one dreaming run per user and state of work, never for "
+                "a user whose dreaming run is queued or running (the same work is requested again after "
+                f"{RETRY_AFTER_SECONDS // 60} minutes if a run ended with it still pending); sensor runs queue "
+                "behind runs a person launched.",
 )
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
     try:
@@ -35,13 +38,14 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
         return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:
         return dg.SkipReason("no user has pending work")
+    busy = users_in_flight(context.instance, dreaming_job.name)
     return dg.SensorResult(
         run_requests=[
             # Same pending work, same key: launched once (and retried after a window if it stays pending).
-            dg.RunRequest(partition_key=row["user_id"],
+            dg.RunRequest(partition_key=row["user_id"], tags=SENSOR_RUN_TAGS,
                           run_key=pending_work_run_key(row["user_id"], row["pending"], row["newest_at"],
                                                        now=time.time()))
-            for row in rows
+            for row in rows if row["user_id"] not in busy
         ],
         dynamic_partitions_requests=add_new_users(context.instance, (row["user_id"] for row in rows)),
     )
