@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -510,7 +511,7 @@ def demo(users: int, questions_per_user: int, dataset: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def recall(query: str, user_id: str, k: int, session_id: str | None, as_of: str | None, kg_id: str,
            as_json: bool) -> None:
-    """The best memories of USER for QUERY, with the ten signals, the weights, the score and the time it asks about."""
+    """The best memories of USER for QUERY, with its signals, the weights, the score and the time it asks about."""
     from dreaming_dagster.reporting import recall_table
     from dreaming_dagster.retrieval import default_recaller
 
@@ -635,6 +636,10 @@ def dream_restore(subject_id: str, user_id: str, kg_id: str) -> None:
     click.echo(f"restored {row['subject_text']!r} ({row['id']})")
 
 
+# How long what a stopped command left behind has to end on SIGTERM before it is killed.
+STOP_GRACE_SECONDS = 10.0
+
+
 def run_with_dagster_env(argv: list[str]) -> int:
     """Run ``argv`` with Dagster pointed at the project's dagster.yaml and storage.
 
@@ -654,8 +659,10 @@ def run_with_dagster_env(argv: list[str]) -> int:
     # ignore could not be stopped at all. A signal that arrives while the child starts is sent on after.
     started: list[subprocess.Popen] = []
     pending: list[int] = []
+    asked_to_stop: list[int] = []
 
     def forward(signum, frame):
+        asked_to_stop.append(signum)
         if started:
             started[0].send_signal(signum)
         else:
@@ -673,7 +680,29 @@ def run_with_dagster_env(argv: list[str]) -> int:
     started.append(child)
     for signum in pending:
         child.send_signal(signum)
-    return child.wait()
+    code = child.wait()
+    if asked_to_stop:
+        end_process_group(child.pid)
+    return code
+
+
+def end_process_group(pgid: int, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+    """End what a stopped command left in its process group: `dg dev` stopped while its daemon launched runs
+    used to leave its code server and run workers behind, re-parented to init. SIGTERM first, SIGKILL for
+    whatever is still there ``grace_seconds`` later. Only after a stop was asked: a command that ends by
+    itself may leave a launched run working on purpose."""
+    for signum, wait_seconds in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pgid, signum)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_seconds
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
 
 
 @main.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -138,3 +138,42 @@ def test_a_bad_shared_buffers_is_refused_naming_the_variable(tmp_path):
         assert f"DREAMING_EMBEDDED_SHARED_BUFFERS={bad!r}" in done.stdout + done.stderr
         assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "d").exists(), "a refused setting still started a server"
+
+
+STUBBORN = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+LEAVES_CHILDREN = f"""
+import subprocess, sys, time
+marker = sys.argv[1]
+subprocess.Popen([sys.executable, "-c", {STUBBORN!r}, marker])  # ignores SIGTERM, like a stuck code server
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
+print("started", flush=True)
+time.sleep(300)  # Ctrl-C ends this one at once, leaving both children behind (re-parented to init)
+"""
+
+
+def test_a_stopped_exec_ends_everything_its_command_started(tmp_path):
+    """`dreaming ui` stopped while Dagster's daemon launched runs left the code server and run workers
+    orphaned. A command stopped through `dreaming exec` now takes what it started with it: the process
+    group gets SIGTERM, then SIGKILL for whatever ignores it."""
+    import psutil
+
+    marker = f"leftover-{os.getpid()}-{time.monotonic_ns()}"
+
+    def leftovers() -> list:  # the command and its children (not `dreaming` itself, whose arguments hold it too)
+        return [found for found in psutil.process_iter(["cmdline", "status"])
+                if marker in (found.info["cmdline"] or []) and found.info["status"] != psutil.STATUS_ZOMBIE
+                and found.pid != process.pid]
+
+    process = subprocess.Popen([str(BIN / "dreaming"), "exec", "--", sys.executable, "-c", LEAVES_CHILDREN, marker],
+                               env=clean_env(tmp_path / "d"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout.readline().strip() == "started"
+        assert wait_for(lambda: len(leftovers()) == 3), "the command and its children never started"
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+        assert wait_for(lambda: not leftovers(), 30), [p.info["cmdline"] for p in leftovers()]
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for left in leftovers():
+            left.kill()
