@@ -52,7 +52,7 @@ def recall_rows(r: dict) -> Rows:
     return [
         ("data", f"{d['heavy_user_pairs']:,} pairs, {d['heavy_user_subjects']:,} subjects, {d['heavy_user_links']:,} links, "
                  f"{d['heavy_user_postings']:,} postings; {d['light_users']} light users share the index ({d['vectors']}; {d['texts']})"),
-        ("hybrid statement (vector + BM25 pool, ten signals)", f"**p50 {lat['hybrid']['p50_ms']} ms, p99 {lat['hybrid']['p99_ms']} ms**"),
+        ("hybrid statement (vector + BM25 pool, twelve signals)", f"**p50 {lat['hybrid']['p50_ms']} ms, p99 {lat['hybrid']['p99_ms']} ms**"),
         ("composite statement, cosine pool only", f"p50 {lat['composite']['p50_ms']} ms, p99 {lat['composite']['p99_ms']} ms"),
         ("ratio hybrid / composite", f"**{lat['ratio_hybrid_to_composite_p50']}× at p50, {lat['ratio_hybrid_to_composite_p99']}× at p99**"),
         ("plain pgvector top-50 (one vector)", f"p50 {lat['plain']['p50_ms']} ms, p99 {lat['plain']['p99_ms']} ms; composite / plain {lat['ratio_composite_to_plain_p50']}× at p50"),

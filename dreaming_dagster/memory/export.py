@@ -33,7 +33,7 @@ from dreaming_dagster.ingest.save import SaveResult, save_validated_pairs
 from dreaming_dagster.memory import ready_database
 from dreaming_dagster.memory.inspection import jsonable
 from dreaming_dagster.pipeline.batches import write_pair_times
-from dreaming_dagster.pipeline.keying import key_vectors
+from dreaming_dagster.pipeline.keying import key_vectors, write_keys
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
@@ -131,8 +131,7 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
             **params, "hashes": [p.content_hash for p in pairs]})}
         # Keys need vectors: with embed=False the keying stage's are left to the next dream, which writes the
         # same keys (they are deterministic); an LLM's fact keys come with an extracted pair.
-        keyed = embed
-        keys: list[tuple[object, dict]] = []
+        keys: list[tuple[object, Key]] = []
         vectors = embed_cached(embedder, [subject_embedding_text(s["name"]) for s in subjects])
         new_ids = {}
         for subject, vector in zip(subjects, vectors, strict=True):
@@ -154,24 +153,19 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
                 **params, "pair_id": pair_id, "summary": dream.get("summary"),
                 "extracted_subjects": Jsonb(extracted) if extracted is not None else None,
                 "extracted": bool(dream.get("extracted")), "linked": bool(dream.get("linked")),
-                "dated": bool(dream.get("dated")), "keyed": keyed and bool(dream.get("keyed"))})
+                "dated": bool(dream.get("dated")), "keyed": embed and bool(dream.get("keyed"))})
             for source in ("text", "llm"):
                 times = [t for t in dream.get("times") or [] if t["source"] == source]
                 if times:
                     write_pair_times(conn, user_id, kg_id, source,
                                      [(pair_id, t["position"], t["expression"], _time_range(t)) for t in times])
-            if keyed:
-                keys += [(pair_id, key) for key in dream.get("keys") or []
+            if embed:
+                keys += [(pair_id, Key(key["kind"], key["position"], key["text"])) for key in dream.get("keys") or []
                          if (dream.get("extracted") if key["kind"] == "fact" else dream.get("keyed"))]
             for ref in dream.get("subjects") or []:
                 result.links += conn.execute(load_sql("export/insert_link"), {
                     **params, "subject_id": new_ids[ref], "pair_id": pair_id}).rowcount
-        if keys:
-            keyed = [(pair_id, Key(key["kind"], key["position"], key["text"])) for pair_id, key in keys]
-            conn.execute(load_sql("pipeline/insert_keys"), {
-                **params, "pair_ids": [pair_id for pair_id, _ in keyed], "kinds": [key.kind for _, key in keyed],
-                "positions": [key.position for _, key in keyed], "texts": [key.text for _, key in keyed],
-                "embeddings": key_vectors(embedder, keyed)})
+        write_keys(conn, user_id, kg_id, keys, key_vectors(embedder, keys))
         result.subjects, result.graph_imported = len(subjects), True
     refresh_profile(database, user_id, kg_id, centroid_tolerance=0.0)
     return result

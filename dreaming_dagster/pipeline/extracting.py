@@ -22,7 +22,7 @@ from dreaming_dagster.pipeline.batches import (
     write_each_if_refused,
     write_pair_times,
 )
-from dreaming_dagster.pipeline.keying import key_vectors
+from dreaming_dagster.pipeline.keying import key_vectors, write_keys
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import clean_text
@@ -141,11 +141,7 @@ def _write_fact_keys(conn: psycopg.Connection, recorded: list[tuple[dict, object
                                                         "user_id": user_id, "kg_id": kg_id})
     keyed = [(row["id"], Key("fact", position, text)) for row, result in recorded
              for position, text in enumerate(getattr(result, "facts", ()))]
-    if keyed:
-        conn.execute(load_sql("pipeline/insert_keys"), {
-            "user_id": user_id, "kg_id": kg_id, "pair_ids": [pair_id for pair_id, _ in keyed],
-            "kinds": [key.kind for _, key in keyed], "positions": [key.position for _, key in keyed],
-            "texts": [key.text for _, key in keyed], "embeddings": key_vectors(embedder, keyed)})
+    write_keys(conn, user_id, kg_id, keyed, key_vectors(embedder, keyed))
     return len(keyed)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 
 import numpy as np
+import psycopg
 
 from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.embeddings import Embedder
@@ -48,6 +49,17 @@ def key_vectors(embedder: Embedder, keyed: list[tuple[object, Key]]) -> list[np.
     return [np.asarray(next(vectors), dtype=np.float32) if embed else None for embed in own]
 
 
+def write_keys(conn: psycopg.Connection, user_id: str, kg_id: str, keyed: list[tuple[object, Key]],
+               vectors: list[np.ndarray | None]) -> None:
+    """Store ``keyed`` (pair id, key) with their ``vectors`` (:func:`key_vectors`) in the user's graph; a key
+    already stored stays as it is."""
+    if keyed:
+        conn.execute(load_sql("pipeline/insert_keys"), {
+            "user_id": user_id, "kg_id": kg_id, "pair_ids": [pair_id for pair_id, _ in keyed],
+            "kinds": [key.kind for _, key in keyed], "positions": [key.position for _, key in keyed],
+            "texts": [key.text for _, key in keyed], "embeddings": vectors})
+
+
 def key_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str, *,
                 batch_size: int = KEYING_BATCH_SIZE) -> KeyingStats:
     """Key every pending pair of the graph: keys and their vectors to memory_keys, then the checkpoint, a
@@ -58,12 +70,7 @@ def key_pending(database: Database, embedder: Embedder, user_id: str, kg_id: str
         keyed = [(row["id"], key) for row in rows for key in pair_keys(row["user_message"], _times(row["times"]))]
         vectors = key_vectors(embedder, keyed)
         with database.connect() as conn, stage_transaction(conn):
-            if keyed:
-                conn.execute(load_sql("pipeline/insert_keys"), {
-                    "user_id": user_id, "kg_id": kg_id, "pair_ids": [pair_id for pair_id, _ in keyed],
-                    "kinds": [key.kind for _, key in keyed], "positions": [key.position for _, key in keyed],
-                    "texts": [key.text for _, key in keyed],
-                    "embeddings": vectors})
+            write_keys(conn, user_id, kg_id, keyed, vectors)
             conn.execute(load_sql("pipeline/record_keying"),
                          {"ids": [row["id"] for row in rows], "user_id": user_id, "kg_id": kg_id})
         stats.pairs += len(rows)

@@ -172,7 +172,7 @@ def load_ranker(path: Path) -> RankerFile:
 
 @dataclass(frozen=True)
 class SignalWeights:
-    """What a ranker chose for one query: the ten weights (in SIGNAL_NAMES order) and the scale."""
+    """What a ranker chose for one query: the twelve weights (in SIGNAL_NAMES order) and the scale."""
 
     weights: tuple[float, ...]
     scale: float
@@ -188,7 +188,7 @@ COSINE_AND_TIME = SignalWeights(weights=COSINE_AND_TIME_WEIGHTS, scale=1.0,
 
 
 def predict_weights(ranker: RankerFile, query_embedding: np.ndarray, features: np.ndarray) -> SignalWeights:
-    """One forward pass (sub-millisecond on CPU) → the ten SQL weights and the scale."""
+    """One forward pass (sub-millisecond on CPU) → the twelve SQL weights and the scale."""
     if query_embedding.shape[-1] != ranker.embedding_dim:
         raise ValueError(f"the ranker {ranker.name} reads {ranker.embedding_dim}-d query embeddings, "
                          f"got {query_embedding.shape[-1]}-d; retrain it for this embedder")

@@ -1,4 +1,4 @@
-"""recall(): the best memories for a query, ranked by the ten signals with the weights a model chose.
+"""recall(): the best memories for a query, ranked by the twelve signals with the weights a model chose.
 
 One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool (the top pairs by
 cosine, the BM25 top it is given, pairs through the graph and from the question's time window), computes

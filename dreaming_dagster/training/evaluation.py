@@ -27,7 +27,7 @@ SPREAD = f"{PUBLISHED_VERSION} + sessions spread"
 class Evaluation:
     # split → method → metric → mean. Methods: the orderings without a model (cosine over the cosine pool;
     # BM25 and their reciprocal-rank fusion over the hybrid pool), each model over its own pools with the
-    # predicted question type, v5 with the top 10 spread over sessions for gathering questions, and v5 with
+    # predicted question type, v6 with the top 10 spread over sessions for gathering questions, and v6 with
     # the gold question type.
     overall: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # split → LongMemEval type → {"n": count, method: {metric: mean}} for BY_TYPE_METRICS

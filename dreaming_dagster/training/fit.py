@@ -1,7 +1,8 @@
-"""The ranker training step as one function: the split, the question-type classifier, the v5 … v1 models on
-the hybrid pools of every memory, and the ablations: v5 trained on the pooled oracle alone (the ranker
-before it met realistic haystacks), v5 without the time parts (no time-window candidates, no ``time_fit``,
-no window feature), v5 without the keys (no key candidates, no ``key_match``) and v2 on the cosine pool
+"""The ranker training step as one function: the split, the question-type classifier, the v6 … v1 models on
+the hybrid pools of every memory, and the ablations: v6 trained on the pooled oracle alone (the ranker
+before it met realistic haystacks), v6 without the time parts (no time-window candidates, no ``time_fit``
+or ``time_text``, no window feature), v6 without the keys (no key candidates, no ``key_match``), v6 without
+the key side's candidates (``key_match`` kept) and v2 on the cosine pool
 alone (the ranker before lexical candidates)."""
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class FitReport:
     # fusion over the hybrid pool): a learned ranker serves only when it beats the best of them.
     model_free_dev_ndcg10: dict[str, float] = field(default_factory=dict)
     hidden: tuple[int, ...] = DEFAULT_HIDDEN  # the network chosen on dev
-    hidden_dev_ndcg10: dict[str, float] = field(default_factory=dict)  # each network tried → its v5's dev NDCG@10
+    hidden_dev_ndcg10: dict[str, float] = field(default_factory=dict)  # each network tried → its v6's dev NDCG@10
 
     @property
     def bar(self) -> tuple[str, float]:
@@ -94,8 +95,8 @@ def fit_rankers(data: TrainingData, *, embedding_model: str, seed: int = 0, epoc
                 learning_rate: float = 1e-3, temperature: float = 0.05, batch_size: int = 32,
                 hidden_choices: Sequence[Sequence[int]] = (DEFAULT_HIDDEN,), ablations: bool = True,
                 log: Callable[[str], None] = print) -> FitReport:
-    """Train v5 … v1 on gold question types over the training questions of every memory, each at its
-    best epoch by dev NDCG@10, with the network of ``hidden_choices`` whose v5 scores best on dev, and the
+    """Train v6 … v1 on gold question types over the training questions of every memory, each at its
+    best epoch by dev NDCG@10, with the network of ``hidden_choices`` whose v6 scores best on dev, and the
     ablations when ``ablations``; predict every question's type with a classifier fitted on the training
     questions only (so dev and validation predictions are honest)."""
     split = split_of(data)

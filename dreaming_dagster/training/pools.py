@@ -2,7 +2,7 @@
 
 For each answerable question: its embedding, the hybrid pool of its benchmark user — the top
 ``pool_size`` pairs by cosine, the top ``lexical_pool_size`` by BM25, the graph's, the keys' and, when the
-question names a time, the time window's (read against the question's date) — with all ten signals
+question names a time, the time window's (read against the question's date) — with all twelve signals
 (``retrieval/composite_ranking`` with cosine weights, so the rows come in cosine order), which side drew
 each candidate, a relevance label and a needle flag per candidate (by content hash), and the user's
 profile (the ranker's per-user inputs) as the question saw it. Two tables: one row per question, one row

@@ -130,7 +130,7 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
     """For every answerable question of each memory — the pooled oracle (memory ``oracle``) and each `_S`
     haystack (memory ``s``, drawn from the pairs before the question's date) — the hybrid candidate pool
     (top-K by cosine ∪ top-K by BM25 ∪ the pairs of the subjects nearest the question ∪ the pairs of the keys
-    nearest it ∪, when it names a time, the best pairs inside that window) with all ten signals from the SQL
+    nearest it ∪, when it names a time, the best pairs inside that window) with all twelve signals from the SQL
     that serves recall, which side drew each candidate, its session, a relevance label (a turn of the pair has has_answer) and the needle flag, plus
     the user's profile as the question saw it; two parquet tables in <data_dir>/ranker/."""
     import pandas as pd
@@ -198,11 +198,11 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
 def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, dreaming_db: DreamingDatabaseResource,
                  embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     """The Composite ranker trained with ApproxNDCG on the pools of both memories (the pooled oracle and the
-    `_S` haystacks): v5 (10 weights + scale) and, for comparison, v4 (9), v3 (8), v2 (7), v1 (3), and the
-    ablations — v5 trained on the oracle alone, v5 without the time parts, v5 without the keys, v2 on the
-    cosine pool alone. The network's hidden layers are chosen among ``hidden_choices`` by dev NDCG@10. The
+    `_S` haystacks): v6 (12 weights + scale) and, for comparison, v5 (10), v4 (9), v3 (8), v2 (7), v1 (3),
+    and the ablations — v6 trained on the oracle alone, without the time parts, without the keys, without
+    the key side's candidates, and v2 on the cosine pool alone. The network's hidden layers are chosen among ``hidden_choices`` by dev NDCG@10. The
     split is the ranker's (training/split.py): train, dev (model family, best epoch, publishing) and
-    validation (reported only). v5 is published for recall() only if it beats, on dev NDCG@10, the best ranking without a model of the
+    validation (reported only). v6 is published for recall() only if it beats, on dev NDCG@10, the best ranking without a model of the
     same pools: cosine, BM25 and their reciprocal-rank fusion."""
     from dreaming_dagster.retrieval.ranker import save_ranker
     from dreaming_dagster.training.evaluation import training_curves_png
@@ -262,10 +262,10 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
     kinds={"torch", "markdown"},
 )
 def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource) -> dg.MaterializeResult:
-    """Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1–v5, v5 with the top 10 spread over
+    """Cosine (its own top-K), BM25, their reciprocal-rank fusion, v1–v6, v6 with the top 10 spread over
     sessions for gathering questions, and the ablations, on identical pools: NDCG@10/@5, Recall@10/@5, MRR,
     needle hit %, session recall_any/all@5/10 and pool recall, per question type too, with the predicted
-    question type (and the gold one for v5); on the oracle's validation questions (never used to choose
+    question type (and the gold one for v6); on the oracle's validation questions (never used to choose
     anything), the oracle's dev questions and the `_S` dev questions."""
     from dreaming_dagster.retrieval.ranker import load_ranker
     from dreaming_dagster.training.evaluation import evaluate, markdown_report

@@ -47,7 +47,7 @@ class RankerModelConfig(dg.Config):
     epochs: int = Field(default=50, ge=1, le=1000)
     hidden_choices: list[list[int]] = Field(default=[[128, 64], [32], []], description="the networks tried, "
                                             "by hidden layer widths ([]: linear in the query embedding and "
-                                            "features); the best by dev NDCG@10 of v5 trains every version")
+                                            "features); the best by dev NDCG@10 of v6 trains every version")
     learning_rate: float = Field(default=1e-3, gt=0)
     seed: int = 0
     temperature: float = Field(default=0.05, gt=0, description="ApproxNDCG's sigmoid temperature")
