@@ -78,6 +78,8 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".dreaming" / "longmemeval")
     parser.add_argument("--fresh", action="store_true", help="build every memory in a temporary directory")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--name", default="longmemeval",
+                        help="the result files' name (a comparison run beside the committed one)")
     args = parser.parse_args()
     dataset = (args.dataset or ORACLE).resolve()
     haystacks = (args.haystacks or default_haystacks_path()).resolve()
@@ -144,7 +146,7 @@ def main() -> None:
                         for v, m in training["models"].items()}},
         "evaluation": evaluation,
     }
-    stem = "longmemeval"
+    stem = args.name
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     (args.out_dir / f"{stem}_training_curves.png").write_bytes(curves)

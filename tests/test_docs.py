@@ -39,7 +39,7 @@ def test_the_performance_and_limits_pages_stay_short_and_cite_committed_results(
 
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
-RESULT_FILE = re.compile(r"\b([a-z_]+)\.json\b")
+RESULT_FILE = re.compile(r"\b([a-z][a-z0-9_]*)\.json\b")
 # A measured figure as the docs write one: a decimal number, a percentage or a ratio (×1.26).
 FIGURE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*\.\d+|\d+\.\d+|\d+(?:\.\d+)?(?=%)|(?<=×)\d+(?:\.\d+)?)(?![\w.])")
 
