@@ -720,6 +720,62 @@ def ui(dg_args: tuple[str, ...]) -> None:
     sys.exit(run_with_dagster_env([str(dg), "dev", *dg_args]))
 
 
+@main.group("dagster")
+def dagster_group() -> None:
+    """How Dagster partitions the users: one partition a user, or hash buckets (docs/deploy.md)."""
+
+
+@dagster_group.command("partitioning")
+@click.option("--buckets", type=click.IntRange(1, 10_000), default=None,
+              help="Switch to this many hash buckets of users (past DREAMING_DAGSTER_MAX_USER_PARTITIONS users).")
+@click.option("--per-user", is_flag=True, help="Switch back to one partition a user (registers every user "
+              "with memory, up to DREAMING_DAGSTER_MAX_USER_PARTITIONS).")
+@click.option("--force", is_flag=True, help="Switch even with dreaming runs queued or running.")
+def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> None:
+    """Show, or switch, the deployment's partitioning. The choice is kept in the memory database; Dagster's
+    processes read it when the code location loads (restart `dreaming ui`, or reload the code location).
+    Run history, asset events and the memory stay as they are."""
+    import dagster as dg
+
+    from dreaming_dagster.config.dagster_env import configure_dagster_environment
+    from dreaming_dagster.defs.run_queue import IN_FLIGHT
+    from dreaming_dagster.memory import ready_database
+    from dreaming_dagster.pipeline import buckets as bucketing
+    from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
+    from dreaming_dagster.sql import load_sql
+
+    if buckets is not None and per_user:
+        _fail("choose one: --buckets N or --per-user")
+    settings = default_settings()
+    database = ready_database(None)
+    current = bucketing.read_layout(database)
+    describe = {0: "one partition a user"}
+    if buckets is None and not per_user:
+        click.echo(f"partitioning: {describe.get(current, f'{current} hash buckets of users')}")
+        return
+    wanted = 0 if per_user else buckets
+    configure_dagster_environment(settings)
+    with dg.DagsterInstance.get() as instance:
+        busy = [run for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT))
+                if run.job_name in ("dreaming_job", "rebuild_user_graph", "consolidation_job")]
+        if busy and not force:
+            _fail(f"{len(busy)} dreaming run(s) queued or running: let them finish (or cancel them), or pass --force")
+        bucketing.write_layout(database, wanted)
+        registered = 0
+        if not wanted:
+            with database.connect(vectors=False) as conn:
+                users = [row["user_id"] for row in conn.execute(load_sql("dagster/users_with_memory"),
+                                                                {"training_kg": TRAINING_KG_ID})]
+            known = set(instance.get_dynamic_partitions("users"))
+            new = [user for user in users if user not in known][:max(0, settings.dagster_max_user_partitions - len(known))]
+            instance.add_dynamic_partitions("users", new)
+            registered = len(new)
+    click.echo(f"partitioning: {describe.get(wanted, f'{wanted} hash buckets of users')} (was "
+               f"{describe.get(current, f'{current} hash buckets')})" + (f"; registered {registered:,} user partition(s)"
+                                                                     if not wanted else ""))
+    click.echo("restart `dreaming ui` (or reload the code location) to load it")
+
+
 @main.group()
 def db() -> None:
     """The embedded Postgres server (only when DREAMING_DATABASE_URL is unset)."""

@@ -59,9 +59,10 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     from dreaming_dagster.config.dagster_env import configure_dagster_environment
     from dreaming_dagster.config.runtime import default_database, default_settings
     from dreaming_dagster.definitions import defs as load_defs
-    from dreaming_dagster.defs.partitions import users_partitions
+    from dreaming_dagster.defs.partitions import bucket_count, users_partitions
     from dreaming_dagster.ingest.embedding import user_stats
     from dreaming_dagster.ingest.save import save_pairs
+    from dreaming_dagster.pipeline.buckets import group_by_bucket
     from dreaming_dagster.pipeline.graph_reports import graph_stats, top_subjects
 
     console = console or Console()
@@ -92,21 +93,26 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     definitions = load_defs()
     job = definitions.resolve_job_def("dreaming_job")
     dagster_started = time.perf_counter()
+    # One run a user partition, or one a hash bucket holding demo users (dreaming dagster partitioning).
+    partitions = group_by_bucket([u.user_id for u in demo_users], bucket_count()) if bucket_count() else {
+        u.user_id: [u.user_id] for u in demo_users}
     with dg.DagsterInstance.get() as instance:
-        known = set(instance.get_dynamic_partitions(users_partitions.name))
-        instance.add_dynamic_partitions(users_partitions.name, [u.user_id for u in demo_users if u.user_id not in known])
+        if not bucket_count():
+            known = set(instance.get_dynamic_partitions(users_partitions.name))
+            instance.add_dynamic_partitions(users_partitions.name, [key for key in partitions if key not in known])
         runs = {}
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:
-            task = progress.add_task("dreaming_job per user (all stages)", total=len(demo_users))
-            for user in demo_users:
+            task = progress.add_task(f"dreaming_job per {'bucket' if bucket_count() else 'user'} (all stages)",
+                                     total=len(partitions))
+            for key, users_in_partition in sorted(partitions.items()):
                 result = job.execute_in_process(
-                    partition_key=user.user_id, instance=instance, tags={"dreaming/source": "demo"},
+                    partition_key=key, instance=instance, tags={"dreaming/source": "demo"},
                     # The full event stream is in the UI; the terminal gets warnings and the summary.
                     run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
                 if not result.success:
-                    raise RuntimeError(f"dreaming_job failed for {user.user_id} (run {result.run_id})")
-                runs[user.user_id] = result.run_id
+                    raise RuntimeError(f"dreaming_job failed for {key} (run {result.run_id})")
+                runs.update(dict.fromkeys(users_in_partition, result.run_id))
                 progress.advance(task)
     dagster_seconds = time.perf_counter() - dagster_started
 

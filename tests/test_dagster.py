@@ -41,8 +41,16 @@ def resources(database_url, openai_stub):
     }
 
 
-def test_definitions_shape():
-    definitions = load_defs()
+@pytest.fixture
+def loaded(clean_env, database_url):
+    """The code location as Dagster loads it, reading the partitioning from the test's database (one
+    partition a user: no layout recorded)."""
+    clean_env.setenv("DREAMING_DATABASE_URL", database_url)
+    return load_defs()
+
+
+def test_definitions_shape(loaded):
+    definitions = loaded
     asset = definitions.resolve_assets_def("memory_pairs")
     key = dg.AssetKey("memory_pairs")
     assert asset.group_names_by_key[key] == "dreaming"
@@ -123,7 +131,8 @@ def test_pending_pairs_sensor(database, resources, embedder16):
         assert [r.partition_key for r in later.run_requests] == ["bob"]
 
 
-def test_a_backlog_never_queues_more_sensor_runs_than_users_with_work(database, resources, embedder16, monkeypatch):
+def test_a_backlog_never_queues_more_sensor_runs_than_users_with_work(database, resources, embedder16, monkeypatch,
+                                                                       loaded):
     """The run storm: a queue that drains slower than the retry window used to get a second run for every
     user whose first was still queued. Now a user with a dreaming run queued or running gets none, sensor
     runs queue behind runs a person launched, and a user whose run ended with work left is asked for again
@@ -138,7 +147,6 @@ def test_a_backlog_never_queues_more_sensor_runs_than_users_with_work(database, 
         save_pairs(user, [pair(0)], database=database, embedder=embedder16, embed=False)
     clock = [1_000_000.0]
     monkeypatch.setattr(sensors, "time", SimpleNamespace(time=lambda: clock[0]))
-    loaded = load_defs()
     job = dg.Definitions(assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
                          resources=resources).resolve_job_def("dreaming_job")
     with dg.instance_for_test() as instance:
@@ -185,10 +193,10 @@ def test_dagster_validation_commands_pass(command, database_url, tmp_path):
     assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
-def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder16):
+def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder16, loaded):
     save_pairs("alice", [pair(i, user_message=f"I visited Lisbon with my sister Dana last Saturday, trip {i}")
                          for i in range(6)], database=database, embedder=embedder16, embed=False)
-    loaded = load_defs()  # the project's assets and jobs, bound to the test's resources
+    # the project's assets and jobs (``loaded``), bound to the test's resources
     definitions = dg.Definitions(assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs,
                                  resources=resources)
     with dg.instance_for_test() as instance:
@@ -253,9 +261,8 @@ def test_a_launchpad_merge_threshold_reaches_the_merge_stage_and_the_janitor(dat
     assert outcomes == {0.99: (0.99, 2, 0), 0.75: (0.75, 1, 1)}
 
 
-def definitions_summary() -> dict:
+def definitions_summary(definitions: dg.Definitions) -> dict:
     """What a reviewer should see change in a diff: every asset's spec, check, job, sensor and resource."""
-    definitions = load_defs()
     graph = definitions.resolve_asset_graph()
     assets = {}
     for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
@@ -274,7 +281,7 @@ def definitions_summary() -> dict:
             "resources": dict(sorted(resources.items()))}
 
 
-def test_the_definitions_match_their_reviewed_snapshot(snapshot):
+def test_the_definitions_match_their_reviewed_snapshot(snapshot, loaded):
     """tests/__snapshots__/test_dagster.ambr is the definitions as last reviewed; after an intended change,
     `pytest -n 0 tests/test_dagster.py --snapshot-update` rewrites it and the diff shows what changed."""
-    assert definitions_summary() == snapshot
+    assert definitions_summary(loaded) == snapshot

@@ -4,6 +4,8 @@ oracle (one-user mode, 2 epochs) beside trimmed `_S` haystacks of its questions 
 from __future__ import annotations
 
 import json
+import os
+from unittest import mock
 
 import dagster as dg
 import pytest
@@ -24,7 +26,8 @@ RANKER_ASSETS = ["longmemeval_memory", "longmemeval_haystacks", "longmemeval_poo
 def run_job(database_url, data_dir, run_config, only=RANKER_ASSETS):
     from dreaming_dagster.defs.training import assets as ranker_assets
 
-    job = load_defs().resolve_job_def("train_ranker_job")
+    with mock.patch.dict(os.environ, {"DREAMING_DATABASE_URL": database_url}):  # the partitioning is read there
+        job = load_defs().resolve_job_def("train_ranker_job")
     resources = {"dreaming_db": DreamingDatabaseResource(database_url=database_url, data_dir=str(data_dir)),
                  "embedder": EmbedderResource(provider="local"), "llm": LLMResource(provider="offline"),
                  "dreaming_policy": DreamingPolicyResource()}

@@ -36,6 +36,9 @@ class DreamingSettings(BaseSettings):
     dagster_storage_url: str | None = None
     """Dagster's own storage (postgresql+psycopg2://…). Unset: derived from the dreaming database (the embedded
     server's dagster database, or DREAMING_DATABASE_URL's server)."""
+    dagster_max_user_partitions: int = Field(default=10_000, gt=0)
+    """With one Dagster partition a user, the most users the sensors register; past it they register no more,
+    and their logs say to switch to hash buckets (dreaming dagster partitioning --buckets N; docs/deploy.md)."""
     longmemeval_path: Path | None = None
     """A LongMemEval-format file for the demo, training and benchmarks. Unset:
     ../shared/data/longmemeval/longmemeval_oracle.json next to the project."""

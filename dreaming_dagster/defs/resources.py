@@ -88,7 +88,8 @@ def _owned(prefix: str) -> list[str]:
     return [name for name in DreamingSettings.model_fields if name.startswith(prefix)]
 
 
-_DATABASE_SETTINGS = ["database_url", "data_dir", "embedded_shared_buffers", "dagster_storage_url"]
+_DATABASE_SETTINGS = ["database_url", "data_dir", "embedded_shared_buffers", "dagster_storage_url",
+                      "dagster_max_user_partitions"]
 _DatabaseSlice = settings_slice("_DatabaseSlice", "", _DATABASE_SETTINGS)
 _EmbedderSlice = settings_slice("_EmbedderSlice", "", _owned("embedding_"), prefix="embedding_")
 _LLMSlice = settings_slice("_LLMSlice", "", _owned("llm_"), prefix="llm_")

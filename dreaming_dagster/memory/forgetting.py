@@ -109,6 +109,8 @@ def erase_user(user_id: str, kg_id: str | None = None, *, database: Database | N
     # re-run after a crash here completes it.
     with database.connect(vectors=False) as conn:
         conn.execute(load_sql("forget/scrub_forget_log"), {"user_id": user_id, "kg_id": kg_id})
+        if kg_id is None:  # the whole user: off the user lists of Dagster bucket runs too
+            conn.execute(load_sql("dagster/forget_bucket_run_user"), {"user_id": user_id})
     forget_cached_texts()
     result.seconds = round(time.perf_counter() - started, 3)
     return result

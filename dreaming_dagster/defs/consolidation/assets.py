@@ -3,7 +3,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
-from dreaming_dagster.defs.partitions import users_partitions
+from dreaming_dagster.defs.partitions import bucket_count, dreaming_partitions
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
     DreamingPolicyResource,
@@ -20,7 +20,7 @@ class DreamConsolidationConfig(dg.Config):
 
 
 @dg.asset(
-    partitions_def=users_partitions,
+    partitions_def=dreaming_partitions(),
     group_name="consolidation",
     kinds={"postgres", "openai"},
     pool="llm",
@@ -31,7 +31,8 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
     """A token-budget consolidation pass over the user's graph: the delta since the last pass and its nearest
     neighbours (or, compacting, the whole graph in budget-sized clusters and a pass across them) goes to the
     configured provider; its merges, renames, rewrites, archives, supersessions and creations are checked and
-    applied in one transaction with importance decay, an audit row and a memory of the pass."""
+    applied in one transaction with importance decay, an audit row and a memory of the pass. A bucket
+    partition passes over each of its users whose new tokens reached the threshold."""
     from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
     from dreaming_dagster.consolidation.providers import consolidator_from_settings
     from dreaming_dagster.storage.user_graphs import user_kgs
@@ -40,12 +41,15 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
     settings = layered_settings(llm, dreaming_policy)  # the provider, and the directive the policy names
     consolidator = consolidator_from_settings(settings)
     policy = PassPolicy.from_settings(settings)
-    reports = [run_pass(database, model, consolidator, context.partition_key, kg_id, mode=config.mode,
-                        force=config.force, policy=policy) for kg_id in user_kgs(database, context.partition_key)]
+    users = users_over_budget(database, context.partition_keys, settings.dream_token_threshold) \
+        if bucket_count() else [context.partition_key]
+    reports = [run_pass(database, model, consolidator, user_id, kg_id, mode=config.mode, force=config.force,
+                        policy=policy) for user_id in users for kg_id in user_kgs(database, user_id)]
     for report in reports:
         context.log.info(f"{report.kg_id}: {report.status}, applied {report.count('applied')}, skipped {report.skipped}")
     diff = "\n\n".join(f"## {r.kg_id}\n\n{r.diff_markdown()}" for r in reports) or "the user has no memory"
     return dg.MaterializeResult(metadata={
+        **({"users": len(users)} if bucket_count() else {"diff": dg.MetadataValue.md(diff)}),
         "graphs": len(reports),
         "status": ", ".join(sorted({r.status for r in reports})) or "none",
         "applied": sum(r.count("applied") for r in reports),
@@ -54,6 +58,18 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
         "input_tokens": sum(r.input_tokens for r in reports),
         "tokens_consumed": sum(r.tokens_consumed for r in reports),
         "provider": consolidator.provider,
-        "diff": dg.MetadataValue.md(diff),
         "seconds": round(sum(r.seconds for r in reports), 3),
     })
+
+
+def users_over_budget(database, bucket_keys: list[str], threshold: int) -> list[str]:
+    """The users of these buckets whose saved tokens since their last pass reached ``threshold``."""
+    from dreaming_dagster.pipeline import buckets
+    from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
+    from dreaming_dagster.sql import load_sql
+
+    count, wanted = bucket_count(), {buckets.bucket_index(key) for key in bucket_keys}
+    with database.connect(vectors=False) as conn:
+        rows = conn.execute(load_sql("dreaming/users_over_budget"),
+                            {"threshold": threshold, "training_kg": TRAINING_KG_ID}).fetchall()
+    return list(dict.fromkeys(row["user_id"] for row in rows if buckets.bucket_of(row["user_id"], count) in wanted))

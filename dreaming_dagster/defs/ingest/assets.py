@@ -2,11 +2,16 @@ import time
 
 import dagster as dg
 
-from dreaming_dagster.defs.pipeline.assets import stage_asset
+from dreaming_dagster.defs.partitions import bucket_count, start_bucket_run
+from dreaming_dagster.defs.pipeline.assets import run_for_users, stage_asset
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource
 from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs
 from dreaming_dagster.reporting import user_stats_markdown
+
+
+class MemoryPairsConfig(dg.Config):
+    every_user: bool = False  # buckets: every user of the bucket, not only those with work (rebuild_user_graph)
 
 
 @stage_asset(
@@ -17,16 +22,30 @@ from dreaming_dagster.reporting import user_stats_markdown
                                    description="Every stored pair of the user has an embedding.")],
 )
 def memory_pairs(
-    context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource
+    context: dg.AssetExecutionContext, config: MemoryPairsConfig, dreaming_db: DreamingDatabaseResource,
+    embedder: EmbedderResource,
 ) -> dg.MaterializeResult:
     """Stage 1 of dreaming: a user's memory pairs (user message + assistant reply) in Postgres with their
     pgvector embeddings. Materializing a partition embeds the user's pairs that were saved without one
-    (embedding deferred or failed at save time) and reports what the memory holds."""
-    user_id = context.partition_key
+    (embedding deferred or failed at save time) and reports what the memory holds. A bucket partition's run
+    starts here: the bucket's users with pending work (every user, rebuilding) are fixed for its later steps."""
     database, model = dreaming_db.database(), embedder.embedder()
+    batch_size = embedder.settings().embedding_batch_size
+    users = start_bucket_run(context, database, every_user=config.every_user)
+    if bucket_count():
+        totals, seconds = run_for_users(context, users, lambda user_id: StageInputs(
+            database, user_id, embedder=model, embedding_batch_size=batch_size))
+        failed = len(totals.pop("failed_pairs", []))
+        return dg.MaterializeResult(
+            metadata={**{k: v for k, v in totals.items() if v is not None}, "failed_pairs": failed,
+                      "embedding_model": str(model.spec), "seconds": round(seconds, 3)},
+            check_results=[dg.AssetCheckResult(check_name="all_pairs_embedded", passed=failed == 0,
+                                               severity=dg.AssetCheckSeverity.WARN,
+                                               metadata={"users": len(users), "pending_embedding": failed})])
+    user_id = context.partition_key
     started = time.perf_counter()
     run = STAGE_BY_ASSET["memory_pairs"].run(StageInputs(
-        database, user_id, embedder=model, embedding_batch_size=embedder.settings().embedding_batch_size), "")
+        database, user_id, embedder=model, embedding_batch_size=batch_size), "")
     elapsed = time.perf_counter() - started
     if run.failed_pairs:
         context.log.warning(f"{len(run.failed_pairs)} pair(s) could not be embedded and stay pending: "

@@ -1,8 +1,14 @@
 import time
+from collections.abc import Callable
 
 import dagster as dg
 
-from dreaming_dagster.defs.partitions import users_partitions
+from dreaming_dagster.defs.partitions import (
+    bucket_count,
+    dreaming_partitions,
+    finish_bucket_run,
+    partition_users,
+)
 from dreaming_dagster.defs.pipeline.checks import (
     DUPLICATE_CHECK,
     MEGA_NODE_CHECK,
@@ -26,34 +32,64 @@ from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs, run_stag
 from dreaming_dagster.reporting import graph_report_markdown, top_subjects_markdown
 from dreaming_dagster.storage import user_graphs
 
+# A rebuild or backfill of buckets launches runs of up to this many buckets (one process each).
+BUCKETS_PER_BACKFILL_RUN = 4
+
 
 def stage_asset(stage: str, **spec):
-    """The asset of a dreaming stage: named after it, partitioned by user, in the dreaming group, after the
-    stage before it in pipeline/sync.STAGES (the order is stated there, once)."""
-    return dg.asset(name=stage, partitions_def=users_partitions, group_name="dreaming", deps=upstream_of(stage),
-                    **spec)
+    """The asset of a dreaming stage: named after it, partitioned by user (or by hash bucket of users), in
+    the dreaming group, after the stage before it in pipeline/sync.STAGES (the order is stated there, once)."""
+    bucketed = bool(bucket_count())
+    return dg.asset(name=stage, partitions_def=dreaming_partitions(), group_name="dreaming",
+                    deps=upstream_of(stage), **spec,
+                    backfill_policy=dg.BackfillPolicy.multi_run(BUCKETS_PER_BACKFILL_RUN) if bucketed else None)
 
 
 class PairSubjectsConfig(dg.Config):
     rebuild: bool = False  # clear the user's graph and reset every checkpoint first (rebuild_user_graph)
 
 
-def run_for_partition(context: dg.AssetExecutionContext, inputs: StageInputs) -> tuple[dict, float]:
-    """Run this asset's stage (pipeline/sync.STAGES) for each of the partition user's graphs, under the
-    graph lock; sum the stats."""
+def run_for_users(context: dg.AssetExecutionContext, users: list[str],
+                  inputs_for: Callable[[str], StageInputs]) -> tuple[dict, float]:
+    """Run this asset's stage (pipeline/sync.STAGES) for each user of the step, each of the user's graphs
+    under the graph lock; sum the stats. With buckets, a user whose stage raises is logged and counted
+    (``failed_users``) and the others go on: the user's work stays pending, and the sensor asks again."""
     totals: dict = {}
     started = time.perf_counter()
-    run_stage(STAGE_BY_ASSET[context.asset_key.path[-1]], inputs,
-              user_graphs.user_kgs(inputs.database, inputs.user_id), totals)
+    stage = STAGE_BY_ASSET[context.asset_key.path[-1]]
+    for user_id in users:
+        inputs = inputs_for(user_id)
+        try:
+            run_stage(stage, inputs, user_graphs.user_kgs(inputs.database, user_id), totals)
+        except Exception as error:
+            if not bucket_count():
+                raise
+            totals["failed_users"] = totals.get("failed_users", 0) + 1
+            context.log.warning(f"{stage.asset} failed for {user_id}: {type(error).__name__}: {error}")
+    if bucket_count():
+        totals["users"] = len(users)
     return totals, time.perf_counter() - started
 
 
-def merging_inputs(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
-                   embedder: EmbedderResource, dreaming_policy: DreamingPolicyResource) -> StageInputs:
-    """What the merge stage and the link janitor (which re-merges with the same rule) both need."""
-    policy = dreaming_policy.settings()
-    return StageInputs(dreaming_db.database(), context.partition_key, embedder=embedder.embedder(),
-                       threshold=policy.merge_threshold, hubs=HubRule.from_settings(policy))
+def checks_over(users: list[str], check: Callable[[str], dg.AssetCheckResult],
+                name: str, asset: str) -> dg.AssetCheckResult:
+    """A graph check for the step's users: the user's own result with one partition a user; with buckets,
+    one result that passes when every user passes, with how many failed."""
+    if not bucket_count():
+        return check(users[0])
+    results = [check(user_id) for user_id in users]
+    failing = sum(not result.passed for result in results)
+    return dg.AssetCheckResult(check_name=name, asset_key=asset, passed=failing == 0,
+                               severity=results[0].severity if results else dg.AssetCheckSeverity.ERROR,
+                               metadata={"users_checked": len(users), "users_failing": failing})
+
+
+def merging_inputs(dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
+                   dreaming_policy: DreamingPolicyResource) -> Callable[[str], StageInputs]:
+    """What the merge stage and the link janitor (which re-merges with the same rule) both need, by user."""
+    policy, database, model = dreaming_policy.settings(), dreaming_db.database(), embedder.embedder()
+    return lambda user_id: StageInputs(database, user_id, embedder=model, threshold=policy.merge_threshold,
+                                       hubs=HubRule.from_settings(policy))
 
 
 def _metadata(stats: dict, seconds: float, **extra) -> dict:
@@ -68,7 +104,10 @@ def pair_dates(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseR
     deterministic (dates/expressions.py). Recall's time_fit signal and time-window pool read them.
     Metadata: the pairs dated this run and how many of the user's pairs carry a dated event."""
     database = dreaming_db.database()
-    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key))
+    users = partition_users(context, database)
+    totals, seconds = run_for_users(context, users, lambda user_id: StageInputs(database, user_id))
+    if bucket_count():
+        return dg.MaterializeResult(metadata=_metadata(totals, seconds))
     carried = dating.dated_pair_counts(database, context.partition_key)
     return dg.MaterializeResult(metadata=_metadata(
         totals, seconds, pairs_with_dated_events=carried["with_times"], user_pairs=carried["pairs"],
@@ -83,9 +122,9 @@ def pair_keys(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseRe
     dated events of the user's turn, offline and deterministic (extraction/keys.py); an LLM extractor's facts
     are written by pair_subjects. Recall draws candidates
     by key and ranks them with key_match. Metadata: the pairs keyed this run and the keys written."""
-    database = dreaming_db.database()
-    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key,
-                                                             embedder=embedder.embedder()))
+    database, model = dreaming_db.database(), embedder.embedder()
+    totals, seconds = run_for_users(context, partition_users(context, database),
+                                    lambda user_id: StageInputs(database, user_id, embedder=model))
     return dg.MaterializeResult(metadata=_metadata(totals, seconds))
 
 
@@ -105,20 +144,23 @@ def pair_subjects(context: dg.AssetExecutionContext, config: PairSubjectsConfig,
     entities and noun phrases). A pair whose extraction fails keeps attempts and
     last_error and is retried on later runs without blocking others; after its last attempt it is parked and
     retried once per cool-down."""
-    database, extractor = dreaming_db.database(), llm.extractor()
+    database, extractor, model = dreaming_db.database(), llm.extractor(), embedder.embedder()
+    users = partition_users(context, database)
     if config.rebuild:
-        for kg_id in user_graphs.user_kgs(database, context.partition_key):
-            with user_graphs.user_graph_lock(database, context.partition_key, kg_id):
-                linking.clear_user_graph(database, context.partition_key, kg_id)
-        context.log.info(f"cleared the graph of {context.partition_key}; every stage runs again")
-    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, extractor=extractor,
-                                                             embedder=embedder.embedder()))
+        for user_id in users:
+            for kg_id in user_graphs.user_kgs(database, user_id):
+                with user_graphs.user_graph_lock(database, user_id, kg_id):
+                    linking.clear_user_graph(database, user_id, kg_id)
+        context.log.info(f"cleared the graphs of {len(users)} user(s); every stage runs again")
+    totals, seconds = run_for_users(context, users, lambda user_id: StageInputs(
+        database, user_id, extractor=extractor, embedder=model))
     if totals.get("failures"):
         context.log.warning(f"{totals['failures']} pair(s) failed extraction: {totals.get('last_error')}")
-    parked = parked_pairs_check(database, context.partition_key)
+    parked = checks_over(users, lambda user_id: parked_pairs_check(database, user_id), PARKED_PAIRS_CHECK,
+                         "pair_subjects")
     return dg.MaterializeResult(metadata=_metadata(
         totals, seconds, provider=extractor.provider, rebuilt=config.rebuild,
-        parked_pairs=parked.metadata["parked_pairs"].value,
+        **({} if bucket_count() else {"parked_pairs": parked.metadata["parked_pairs"].value}),
         pairs_per_second=round(totals.get("pairs", 0) / seconds, 1) if seconds else 0.0),
         check_results=[parked])
 
@@ -134,12 +176,14 @@ def subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseRes
     """Stage 3: each extracted subject merges into the user's closest live subject (top-5 cosine ≥ the merge
     threshold of the dreaming_policy resource, DREAMING_MERGE_THRESHOLD: first name wins, description appended
     with ' | ', reinforced) or is inserted, guarded by a unique md5(subject_text) index."""
-    inputs = merging_inputs(context, dreaming_db, embedder, dreaming_policy)
-    totals, seconds = run_for_partition(context, inputs)
+    database = dreaming_db.database()
+    users = partition_users(context, database)
+    totals, seconds = run_for_users(context, users, merging_inputs(dreaming_db, embedder, dreaming_policy))
     totals["merge_ratio"] = merge_ratio(totals.get("created", 0), totals.get("merged", 0))
     return dg.MaterializeResult(
-        metadata=_metadata(totals, seconds, threshold=inputs.threshold),
-        check_results=[duplicate_subjects_check(inputs.database, context.partition_key)])
+        metadata=_metadata(totals, seconds, threshold=dreaming_policy.settings().merge_threshold),
+        check_results=[checks_over(users, lambda user_id: duplicate_subjects_check(database, user_id),
+                                   DUPLICATE_CHECK, "subjects")])
 
 
 @stage_asset(
@@ -159,9 +203,16 @@ def subject_links(context: dg.AssetExecutionContext, dreaming_db: DreamingDataba
     marked stored with zero links; after it, hubs (subjects over the graph_hub_share of the user's pairs,
     DREAMING_GRAPH_HUB_SHARE) are flagged, kept browsable and given no ranking weight. Metadata: the graph's
     shape (singletons, subjects per pair, largest subject, hubs, generic names)."""
-    inputs = merging_inputs(context, dreaming_db, embedder, dreaming_policy)
-    database = inputs.database
-    totals, seconds = run_for_partition(context, inputs)
+    database = dreaming_db.database()
+    users = partition_users(context, database)
+    totals, seconds = run_for_users(context, users, merging_inputs(dreaming_db, embedder, dreaming_policy))
+    if bucket_count():
+        return dg.MaterializeResult(
+            metadata=_metadata(totals, seconds),
+            check_results=[checks_over(users, lambda user_id: mega_node_check(database, user_id),
+                                       MEGA_NODE_CHECK, "subject_links"),
+                           checks_over(users, lambda user_id: orphan_pairs_check(database, user_id),
+                                       ORPHAN_CHECK, "subject_links")])
     graph = graph_reports.graph_stats(database, context.partition_key)
     top = graph_reports.top_subjects(database, context.partition_key, limit=10)
     return dg.MaterializeResult(
@@ -186,10 +237,13 @@ def refined_subjects(context: dg.AssetExecutionContext, dreaming_db: DreamingDat
     so later merges compare against the consolidated subject. Last, the user's retrieval profile (pair and
     subject counts, mean subject embedding) that recall's ranker reads is refreshed."""
     database, model, refiner = dreaming_db.database(), embedder.embedder(), llm.refiner()
-    totals, seconds = run_for_partition(context, StageInputs(database, context.partition_key, embedder=model,
-                                                             refiner=refiner))
+    totals, seconds = run_for_users(context, partition_users(context, database), lambda user_id: StageInputs(
+        database, user_id, embedder=model, refiner=refiner))
+    finish_bucket_run(context, database)  # the last stage: the run's user list is done with
     if totals.get("failures"):
         context.log.warning(f"{totals['failures']} subject(s) failed refinement: {totals.get('last_error')}")
+    if bucket_count():
+        return dg.MaterializeResult(metadata=_metadata(totals, seconds, provider=refiner.provider))
     top = graph_reports.top_subjects(database, context.partition_key, limit=10)
     return dg.MaterializeResult(metadata=_metadata(
         totals, seconds, provider=refiner.provider,

@@ -1,19 +1,31 @@
 import dagster as dg
 
+from dreaming_dagster.defs.partitions import bucket_count
+
+# With hash buckets a run dreams many users: its steps share one process (one code load, one model load)
+# instead of a process a step.
+_executor = dg.in_process_executor if bucket_count() else None
+
 # Rebuild chosen users' graphs from their stored pairs: pair_subjects clears the graph and resets every
 # checkpoint first, then every stage runs. Launch it for several users at once from the job's page
-# (Materialize → select partitions) to backfill, one run per user.
+# (Materialize → select partitions) to backfill, one run per user; with buckets, for every user of the
+# chosen buckets (a few buckets a run, the assets' BackfillPolicy).
 rebuild_user_graph = dg.define_asset_job(
     name="rebuild_user_graph",
     selection=dg.AssetSelection.groups("dreaming"),
-    config={"ops": {"pair_subjects": {"config": {"rebuild": True}}}},
-    description="Clear a user's subjects and links, reset the pipeline checkpoints, and dream again.",
+    config={"ops": {"pair_subjects": {"config": {"rebuild": True}},
+                    "memory_pairs": {"config": {"every_user": True}}}},
+    executor_def=_executor,
+    description="Clear a user's subjects and links (every user's of a bucket), reset the pipeline checkpoints, "
+                "and dream again.",
 )
 
-# The main job: every asset of the dreaming group for one user partition. Later stages join the group
-# and so join this job without changes here.
+# The main job: every asset of the dreaming group for one partition. Later stages join the group and so
+# join this job without changes here.
 dreaming_job = dg.define_asset_job(
     name="dreaming_job",
-    selection=dg.AssetSelection.groups("dreaming"),  # partitioned by users, like every asset it selects
-    description="Dream for one user: every stage of the dreaming group, in lineage order.",
+    selection=dg.AssetSelection.groups("dreaming"),  # partitioned like every asset it selects
+    executor_def=_executor,
+    description="Dream for one user (or for the users of a hash bucket with work): every stage of the dreaming "
+                "group, in lineage order.",
 )

@@ -1,13 +1,15 @@
 import json
 import time
+from collections import defaultdict
 
 import dagster as dg
 import psycopg
 
-from dreaming_dagster.defs.partitions import add_new_users, users_partitions
+from dreaming_dagster.defs.partitions import add_new_users, bucket_count, users_partitions
 from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
-from dreaming_dagster.defs.run_queue import SENSOR_RUN_TAGS, users_in_flight
+from dreaming_dagster.defs.run_queue import SENSOR_RUN_TAGS, partitions_in_flight
+from dreaming_dagster.pipeline import buckets
 from dreaming_dagster.pipeline.pending_work import (
     RETRY_AFTER_SECONDS,
     TRAINING_KG_ID,
@@ -16,19 +18,21 @@ from dreaming_dagster.pipeline.pending_work import (
 )
 from dreaming_dagster.sql import load_sql
 
-# Fast-path syncs reported a tick at most (the rest at the next ticks).
+# Fast-path syncs read a tick at most: one partition a user reports each sync as its partition's events;
+# buckets report one event per bucket and asset with the tick's counts, so a tick can take many more.
 FAST_PATH_BATCH = 500
+FAST_PATH_BATCH_BUCKETS = 50_000
 
 
 @dg.sensor(
     job=dreaming_job,
     minimum_interval_seconds=30,  # the batch window: five messages in 30 s make one run, not five
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Finds users with pairs waiting for work (one SQL query over partial indexes), registers "
-                "new users as partitions and requests one dreaming run per user and state of work, never for "
-                "a user whose dreaming run is queued or running (the same work is requested again after "
-                f"{RETRY_AFTER_SECONDS // 60} minutes if a run ended with it still pending); sensor runs queue "
-                "behind runs a person launched.",
+    description="Finds users with pairs waiting for work (one SQL query over partial indexes) and requests one "
+                "dreaming run per partition (a user, registered as a partition if new, or a hash bucket of "
+                "users) and state of work, never for a partition whose dreaming run is queued or running (the "
+                f"same work is requested again after {RETRY_AFTER_SECONDS // 60} minutes if a run ended with it "
+                "still pending); sensor runs queue behind runs a person launched.",
 )
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
     try:
@@ -38,37 +42,51 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
         return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:
         return dg.SkipReason("no user has pending work")
-    busy = users_in_flight(context.instance, dreaming_job.name)
+    busy = partitions_in_flight(context.instance, dreaming_job.name)
+    now = time.time()
+    if bucket_count():
+        work = defaultdict(lambda: [0, None])  # bucket -> [pending pairs, newest save]
+        for row in rows:
+            bucket = work[buckets.bucket_key(buckets.bucket_of(row["user_id"], bucket_count()), bucket_count())]
+            bucket[0] += row["pending"]
+            bucket[1] = max(bucket[1] or row["newest_at"], row["newest_at"])
+        return dg.SensorResult(run_requests=[
+            dg.RunRequest(partition_key=key, tags=SENSOR_RUN_TAGS,
+                          run_key=pending_work_run_key(key, pending, newest_at, now=now))
+            for key, (pending, newest_at) in sorted(work.items()) if key not in busy])
+    registering, unregistered = add_new_users(context, (row["user_id"] for row in rows),
+                                              dreaming_db.settings().dagster_max_user_partitions)
     return dg.SensorResult(
         run_requests=[
             # Same pending work, same key: launched once (and retried after a window if it stays pending).
             dg.RunRequest(partition_key=row["user_id"], tags=SENSOR_RUN_TAGS,
-                          run_key=pending_work_run_key(row["user_id"], row["pending"], row["newest_at"],
-                                                       now=time.time()))
-            for row in rows if row["user_id"] not in busy
+                          run_key=pending_work_run_key(row["user_id"], row["pending"], row["newest_at"], now=now))
+            for row in rows if row["user_id"] not in busy and row["user_id"] not in unregistered
         ],
-        dynamic_partitions_requests=add_new_users(context.instance, (row["user_id"] for row in rows)),
+        dynamic_partitions_requests=registering,
     )
 
 
 @dg.sensor(
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Keeps the users partitions true to the database however users were dreamed: each fast-path "
-                "sync (sync_user, POST /v1/pairs with sync, POST /v1/sync) is reported as its user partition's "
-                "asset materializations, with the stage's counts as metadata (the fast path runs no Dagster "
-                "run); after a forget, the partitions of users left with no memory are deleted with their "
-                "runs and asset events.",
+    description="Keeps the dreaming assets true to the database however users were dreamed: fast-path syncs "
+                "(sync_user, POST /v1/pairs with sync, POST /v1/sync) run no Dagster run, so this reports them "
+                "as asset materializations with the stages' counts — each sync as its user partition's, or, with "
+                "hash buckets, one event per bucket and asset for all of a tick's syncs. After a forget, the "
+                "partitions of users left with no memory are deleted with their runs and asset events.",
 )
 def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
     cursor = json.loads(context.cursor) if context.cursor else {"seq": 0, "forget": 0}
+    bucketed = bucket_count()
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
             rows = conn.execute(load_sql("pipeline/fast_path_syncs_since"), {
-                "after": cursor["seq"], "training_kg": TRAINING_KG_ID, "limit": FAST_PATH_BATCH}).fetchall()
+                "after": cursor["seq"], "training_kg": TRAINING_KG_ID,
+                "limit": FAST_PATH_BATCH_BUCKETS if bucketed else FAST_PATH_BATCH}).fetchall()
             last_forget = conn.execute(load_sql("forget/last_forget")).fetchone()["id"]
             gone = []
-            if last_forget != cursor["forget"]:
+            if last_forget != cursor["forget"] and not bucketed:
                 partitions = context.instance.get_dynamic_partitions(users_partitions.name)
                 gone = [row["user_id"] for row in conn.execute(load_sql("pipeline/users_without_memory"),
                                                                {"user_ids": partitions})]
@@ -76,17 +94,39 @@ def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingD
         return dg.SkipReason("the dreaming database has no fast-path record yet (migration 0027 not applied)")
     for user_id in gone:
         forget_partition(context.instance, user_id)
-    events = [dg.AssetMaterialization(asset_key=asset, partition=row["user_id"], description="fast path sync", metadata={
-        **{key: value for key, value in stats.items() if isinstance(value, int | float | str)},
-        "path": "fast path", "kg_id": row["kg_id"], "synced_at": row["synced_at"].isoformat(),
-        "user_pairs": row["user_pairs"], "graph_subjects": row["graph_subjects"]})
+    events = bucket_sync_events(rows, bucketed) if bucketed else [
+        dg.AssetMaterialization(asset_key=asset, partition=row["user_id"], description="fast path sync", metadata={
+            **{key: value for key, value in stats.items() if isinstance(value, int | float | str)},
+            "path": "fast path", "kg_id": row["kg_id"], "synced_at": row["synced_at"].isoformat(),
+            "user_pairs": row["user_pairs"], "graph_subjects": row["graph_subjects"]})
         for row in rows for asset, stats in row["stages"].items()]
     cursor = {"seq": rows[-1]["seq"] if rows else cursor["seq"], "forget": last_forget}
-    requests = [*add_new_users(context.instance, (row["user_id"] for row in rows)),
-                *([users_partitions.build_delete_request(gone)] if gone else [])]
+    registering = [] if bucketed else add_new_users(context, (row["user_id"] for row in rows),
+                                                    dreaming_db.settings().dagster_max_user_partitions)[0]
+    requests = [*registering, *([users_partitions.build_delete_request(gone)] if gone else [])]
     if not events and not requests:
         return dg.SkipReason("no fast-path sync or forget since the last look")
     return dg.SensorResult(asset_events=events, dynamic_partitions_requests=requests, cursor=json.dumps(cursor))
+
+
+def bucket_sync_events(rows, count: int) -> list[dg.AssetMaterialization]:
+    """One materialization per bucket and asset for a tick's fast-path syncs: how many syncs and users, and
+    each count of the stage summed (the user ids stay in the memory database)."""
+    sums: dict[tuple[str, str], dict] = {}
+    users: dict[tuple[str, str], set] = defaultdict(set)
+    for row in rows:
+        bucket = buckets.bucket_key(buckets.bucket_of(row["user_id"], count), count)
+        for asset, stats in row["stages"].items():
+            total = sums.setdefault((bucket, asset), {"syncs": 0, "first_synced_at": row["synced_at"].isoformat()})
+            total["syncs"] += 1
+            total["last_synced_at"] = row["synced_at"].isoformat()
+            users[bucket, asset].add(row["user_id"])
+            for key, value in stats.items():
+                if isinstance(value, int | float) and not isinstance(value, bool) and key != "seconds":
+                    total[key] = total.get(key, 0) + value
+    return [dg.AssetMaterialization(asset_key=asset, partition=bucket, description="fast path syncs",
+                                    metadata={"path": "fast path", **total, "users": len(users[bucket, asset])})
+            for (bucket, asset), total in sorted(sums.items())]
 
 
 def forget_partition(instance: dg.DagsterInstance, user_id: str) -> None:

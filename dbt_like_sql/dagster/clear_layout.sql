@@ -1,0 +1,1 @@
+DELETE FROM dagster_layout;

@@ -1,0 +1,86 @@
+"""Run by tests/test_buckets.py in a fresh process (the code location reads its partitioning as it loads):
+the dreaming code location in hash-bucket mode against the database of DREAMING_DATABASE_URL, on a real
+Dagster instance. Prints what it saw as JSON."""
+
+import json
+import sys
+
+import dagster as dg
+
+from dreaming_dagster.config.runtime import default_database
+from dreaming_dagster.definitions import defs
+from dreaming_dagster.pipeline.sync import save_and_sync
+
+
+def evaluate(sensor, instance, resources, cursor=None):  # noqa: D103
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+        result = sensor(context)
+        return result, context
+
+
+def counts(sql: str) -> int:
+    with default_database().connect(vectors=False) as conn:
+        return conn.execute(sql).fetchone()["n"]
+
+
+def main() -> None:
+    loaded = defs()  # first: the assets and sensors are built for the partitioning it reads
+    from dreaming_dagster.defs.consolidation.sensors import token_budget_sensor
+    from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
+
+    resources = loaded.resources
+    seen: dict = {"partition_keys": loaded.resolve_assets_def("subjects").partitions_def.get_partition_keys()}
+    job = loaded.resolve_job_def("dreaming_job")
+    seen["executor"] = job.executor_def.name
+    with dg.instance_for_test() as instance:
+        first, _ = evaluate(pending_pairs_sensor, instance, resources)
+        seen["requested"] = sorted(r.partition_key for r in first.run_requests)
+        seen["priorities"] = sorted({r.tags["dagster/priority"] for r in first.run_requests})
+        waiting = instance.create_run_for_job(job, status=dg.DagsterRunStatus.NOT_STARTED,
+                                              tags={"dagster/partition": seen["requested"][0]})
+        again, _ = evaluate(pending_pairs_sensor, instance, resources)
+        seen["requested_with_one_in_flight"] = sorted(r.partition_key for r in again.run_requests)
+        instance.delete_run(waiting.run_id)
+        for key in seen["requested"]:
+            assert job.execute_in_process(partition_key=key, instance=instance).success, key
+        after, _ = evaluate(pending_pairs_sensor, instance, resources)
+        seen["after_runs"] = type(after).__name__
+        seen["run_lists_left"] = counts("SELECT count(*) AS n FROM bucket_run_users")
+        seen["subjects"] = counts("SELECT count(*) AS n FROM subjects WHERE archived_at IS NULL")
+        seen["unlinked_pairs"] = counts("SELECT count(*) AS n FROM pair_stages WHERE kg_stored_at IS NULL")
+        seen["profiles"] = counts("SELECT count(DISTINCT user_id) AS n FROM recall_profiles")
+
+        # A bucket rebuild dreams every user of the bucket again (not only those with work).
+        rebuild = loaded.resolve_job_def("rebuild_user_graph")
+        assert rebuild.execute_in_process(partition_key=seen["requested"][0], instance=instance).success
+        seen["subjects_after_rebuild"] = counts("SELECT count(*) AS n FROM subjects WHERE archived_at IS NULL")
+
+        # Fast-path syncs: one event a bucket and asset for the whole tick, with the counts summed.
+        before, _ = evaluate(fast_path_sensor, instance, resources)  # the syncs before (none): consumed
+        cursor = getattr(before, "cursor", None)
+        for user in ("fast-a", "fast-b", "fast-c"):
+            save_and_sync(user, [{"user_message": f"I adopted a cat named Miso, says {user}",
+                                  "assistant_message": "Lovely!", "session_id": "s1",
+                                  "occurred_at": "2026-05-01T10:00:00Z"}], strict=True)
+        synced, _ = evaluate(fast_path_sensor, instance, resources, cursor)
+        events = synced.asset_events
+        seen["fast_path_events"] = len(events)
+        seen["fast_path_syncs_by_asset"] = {}
+        for event in events:
+            name = event.asset_key.to_user_string()
+            seen["fast_path_syncs_by_asset"][name] = seen["fast_path_syncs_by_asset"].get(name, 0) + \
+                event.metadata["syncs"].value
+        seen["fast_path_partitions"] = sorted({event.partition for event in events})
+
+        # One user on demand, whatever the partitioning: forget fast-a.
+        user_job = loaded.resolve_job_def("user_memory_job")
+        assert user_job.execute_in_process(instance=instance, run_config={"ops": {"user_request": {"config": {
+            "user_id": "fast-a", "action": "forget"}}}}).success
+        seen["fast_a_pairs"] = counts("SELECT count(*) AS n FROM memory_pairs WHERE user_id = 'fast-a'")
+        budget, _ = evaluate(token_budget_sensor, instance, resources)
+        seen["token_sensor"] = type(budget).__name__
+    json.dump(seen, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

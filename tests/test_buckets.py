@@ -1,0 +1,84 @@
+"""Hash buckets of users as Dagster partitions (pipeline/buckets.py, `dreaming dagster partitioning`): the
+bucket function agrees with SQL's, the switch command, and the code location in bucket mode end to end in
+a fresh process (tests/bucket_mode_scenario.py)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.pipeline import buckets
+from tests.conftest import PROJECT_ROOT, pair
+
+BIN = Path(sys.executable).parent
+
+
+def test_a_users_bucket_is_the_same_in_python_and_sql(database, embedder16):
+    database.ensure_schema(embedder16.spec)
+    users = ["alice", "user-999999", "ü-ß", "", "x" * 200]
+    with database.connect(vectors=False) as conn:
+        for count in (1, 4, 16, 997):
+            in_sql = [conn.execute("SELECT user_bucket(%s::text, %s::int) AS b", (user, count)).fetchone()["b"] for user in users]
+            assert in_sql == [buckets.bucket_of(user, count) for user in users]
+    assert buckets.bucket_keys(12)[:2] == ["bucket-00", "bucket-01"] and buckets.bucket_index("bucket-07") == 7
+    with pytest.raises(ValueError, match="bucket"):
+        buckets.bucket_index("alice")
+    spread = buckets.group_by_bucket([f"user-{n}" for n in range(4000)], 16)
+    assert len(spread) == 16 and max(len(v) for v in spread.values()) < 1.25 * 4000 / 16
+
+
+def test_the_layout_is_recorded_in_the_database(database, embedder16):
+    database.ensure_schema(embedder16.spec)
+    assert buckets.read_layout(database) == 0
+    buckets.write_layout(database, 16)
+    assert buckets.read_layout(database) == 16
+    buckets.write_layout(database, 0)
+    assert buckets.read_layout(database) == 0
+    with pytest.raises(ValueError, match="buckets"):
+        buckets.write_layout(database, 10_001)
+
+
+def dreaming(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "dreaming"), *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_bucket_mode_end_to_end(cli_env, database, embedder16):
+    """Switch with the command, then in a fresh process: the assets are partitioned by 4 buckets; the
+    sensor asks one run a bucket with work (none for a bucket whose run is in flight); the bucket runs dream
+    every user; a rebuild; fast-path syncs reported as one event a bucket and asset; forget on demand."""
+    shown = dreaming("dagster", "partitioning")
+    assert shown.returncode == 0 and "one partition a user" in shown.stdout, shown.stderr
+    switched = dreaming("dagster", "partitioning", "--buckets", "4")
+    assert switched.returncode == 0, switched.stderr
+    assert "4 hash buckets" in dreaming("dagster", "partitioning").stdout
+    refused = dreaming("dagster", "partitioning", "--buckets", "4", "--per-user")
+    assert refused.returncode != 0 and "choose one" in refused.stderr
+
+    users = [f"user-{n:02d}" for n in range(12)]
+    for n, user in enumerate(users):
+        save_pairs(user, [pair(i, user_message=f"I play the cello with my friend Dana, week {i} of {n}")
+                          for i in range(2)], database=database, embedder=embedder16, embed=False)
+    completed = subprocess.run([sys.executable, "-m", "tests.bucket_mode_scenario"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    seen = json.loads(completed.stdout)
+    expected = sorted(buckets.group_by_bucket(users, 4))
+    assert seen["partition_keys"] == buckets.bucket_keys(4)
+    assert seen["executor"] == "in_process"
+    assert seen["requested"] == expected and seen["priorities"] == ["-1"]
+    assert seen["requested_with_one_in_flight"] == expected[1:]
+    assert seen["after_runs"] == "SkipReason"  # every user dreamed: no work left
+    assert seen["run_lists_left"] == 0 and seen["unlinked_pairs"] == 0
+    assert seen["profiles"] == len(users) and seen["subjects"] > 0
+    assert seen["subjects_after_rebuild"] > 0
+    assert seen["fast_path_events"] <= 3 * 7 and seen["fast_path_syncs_by_asset"]["subjects"] == 3
+    assert set(seen["fast_path_syncs_by_asset"].values()) == {3}
+    assert set(seen["fast_path_partitions"]) <= set(buckets.bucket_keys(4))
+    assert seen["fast_a_pairs"] == 0
+
+    back = dreaming("dagster", "partitioning", "--per-user")
+    assert back.returncode == 0 and "registered 14 user partition(s)" in back.stdout, back.stdout + back.stderr
