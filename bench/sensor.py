@@ -63,7 +63,7 @@ def main() -> None:
             # (90,000 identical synthetic vectors would only measure HNSW inserts).
             conn.execute("DROP INDEX memory_pairs_embedding_hnsw_idx")
             conn.execute("DROP INDEX memory_pairs_reply_embedding_hnsw_idx")
-            conn.execute(load_sql("bench/generate_pairs"), {"users": args.users, "pairs_per_user": args.pairs_per_user,
+            conn.execute(load_sql("bench/generate_pairs"), {"first_user": 1, "users": args.users, "pairs_per_user": args.pairs_per_user,
                                           "pending_every": pending_every,
                                           "dimension": LocalMiniLMEmbedder.spec.dimension})
             conn.execute("ANALYZE memory_pairs")

@@ -177,3 +177,49 @@ def test_a_stopped_exec_ends_everything_its_command_started(tmp_path):
             process.kill()
         for left in leftovers():
             left.kill()
+
+
+def test_dreaming_ui_stopped_while_the_daemon_launches_a_run_leaves_no_process(tmp_path):
+    """The reported case itself: `dreaming ui` (dg dev: webserver, daemon, code server) with a user's work
+    pending, so the sensor's run is queued and launched as the daemon starts; Ctrl-C (SIGINT to the
+    terminal's process group) once a run worker exists. Nothing started for it may outlive it."""
+    import psutil
+
+    from tests.conftest import PROJECT_ROOT, free_port
+
+    data_dir = tmp_path / "d"
+    env = clean_env(data_dir)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"user_message": f"I restored an old bicycle, part {n}",
+                                         "assistant_message": "Nice!", "session_id": "s1",
+                                         "occurred_at": "2026-05-01T10:00:00Z"}) + "\n" for n in range(3)))
+    subprocess.run([str(BIN / "dreaming"), "ingest", str(pairs), "--user", "rider", "--defer-embedding"], env=env,
+                   cwd=PROJECT_ROOT, check=True, capture_output=True, timeout=300)
+
+    def ours() -> list:  # every process started for this UI (they inherit its data dir), the database aside
+        found = []
+        for candidate in psutil.process_iter(["name", "status"]):
+            try:
+                if candidate.info["status"] == psutil.STATUS_ZOMBIE or candidate.info["name"].startswith("postgres"):
+                    continue
+                if candidate.environ().get("DREAMING_DATA_DIR") == str(data_dir):
+                    found.append(candidate)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return found
+
+    def run_worker_started() -> bool:
+        # The code server starts a run worker through multiprocessing (spawn_main), then its step processes.
+        return any("spawn_main" in " ".join(found.cmdline()) for found in ours() if found.is_running())
+
+    ui = subprocess.Popen([str(BIN / "dreaming"), "exec", "--", "dg", "dev", "--port", str(free_port())], env=env,
+                          cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True)
+    try:
+        assert wait_for(run_worker_started, 300), "the daemon never launched the sensor's run"
+        os.killpg(ui.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+        ui.wait(timeout=120)
+        assert wait_for(lambda: not ours(), 30), [" ".join(p.cmdline())[:200] for p in ours()]
+    finally:
+        for left in [*ours(), *([psutil.Process(ui.pid)] if ui.poll() is None else [])]:
+            left.kill()

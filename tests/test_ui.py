@@ -52,22 +52,12 @@ def _env(data_dir: Path) -> dict:
     return env | {"DREAMING_DATA_DIR": str(data_dir)}
 
 
-@pytest.fixture(scope="module")
-def ui(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("ui")
-    env = _env(data_dir)
-    dreaming = str(BIN / "dreaming")
-    subprocess.run([dreaming, "demo", "--users", "1", "--questions-per-user", "2"], cwd=PROJECT_ROOT, env=env,
-                   check=True, capture_output=True, timeout=600)
-    config = data_dir / "ranker.yaml"
-    config.write_text(RANKER_CONFIG)
-    subprocess.run([dreaming, "exec", "--", "dagster", "job", "execute", "-m", "dreaming_dagster.definitions", "-j",
-                    "train_ranker_job", "-c", str(config)], cwd=PROJECT_ROOT, env=env, check=True,
-                   capture_output=True, timeout=900)
+def serve_ui(data_dir: Path, env: dict):
+    """`dreaming exec -- dg dev` on a free port until the UI answers; yields its base URL, then stops it."""
     port = free_port()
     log = (data_dir / "dg-dev.log").open("w")
-    server = subprocess.Popen([dreaming, "exec", "--", "dg", "dev", "--port", str(port)], cwd=PROJECT_ROOT, env=env,
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen([str(BIN / "dreaming"), "exec", "--", "dg", "dev", "--port", str(port)], cwd=PROJECT_ROOT,
+                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while True:
@@ -84,6 +74,34 @@ def ui(tmp_path_factory):
     os.killpg(server.pid, signal.SIGTERM)  # dreaming exec forwards it to dg dev, then stops the server
     server.wait(timeout=60)
     log.close()
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("ui")
+    env = _env(data_dir)
+    dreaming = str(BIN / "dreaming")
+    subprocess.run([dreaming, "demo", "--users", "1", "--questions-per-user", "2"], cwd=PROJECT_ROOT, env=env,
+                   check=True, capture_output=True, timeout=600)
+    config = data_dir / "ranker.yaml"
+    config.write_text(RANKER_CONFIG)
+    subprocess.run([dreaming, "exec", "--", "dagster", "job", "execute", "-m", "dreaming_dagster.definitions", "-j",
+                    "train_ranker_job", "-c", str(config)], cwd=PROJECT_ROOT, env=env, check=True,
+                   capture_output=True, timeout=900)
+    yield from serve_ui(data_dir, env)
+
+
+@pytest.fixture(scope="module")
+def bucket_ui(tmp_path_factory):
+    """The same UI for a deployment switched to 4 hash buckets of users, after the demo dreamed 2 users."""
+    data_dir = tmp_path_factory.mktemp("bucket-ui")
+    env = _env(data_dir)
+    dreaming = str(BIN / "dreaming")
+    subprocess.run([dreaming, "dagster", "partitioning", "--buckets", "4"], cwd=PROJECT_ROOT, env=env, check=True,
+                   capture_output=True, timeout=300)
+    subprocess.run([dreaming, "demo", "--users", "2", "--questions-per-user", "2"], cwd=PROJECT_ROOT, env=env,
+                   check=True, capture_output=True, timeout=600)
+    yield from serve_ui(data_dir, env)
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +168,19 @@ def test_the_latest_ranker_evaluation_shows_its_metrics_table(ui, page, shots):
         assert cell in text, cell
     page.wait_for_timeout(1000)  # the dialog fades in
     dialog.screenshot(path=str(shots / "ranker-evaluation.png"))
+
+
+def test_with_buckets_the_partitions_are_the_buckets(bucket_ui, page, shots):
+    """Two demo users hash into one or two of the four buckets: those are materialized, the rest missing; the
+    one-user job is there for on-demand work."""
+    from dreaming_dagster.pipeline.buckets import group_by_bucket
+
+    dreamed = sorted(group_by_bucket(["demo-user-1", "demo-user-2"], 4))
+    visit(page, bucket_ui, "/assets/subjects?view=partitions")
+    page.get_by_text(f"Materialized ({len(dreamed)})").wait_for()
+    page.get_by_text(f"Missing ({4 - len(dreamed)})").wait_for()
+    assert page.get_by_text(dreamed[0]).count() >= 1
+    assert page.get_by_text("demo-user-1").count() == 0
+    page.screenshot(path=str(shots / "subjects-bucket-partitions.png"))
+    visit(page, bucket_ui, "/locations/dreaming_dagster/jobs/user_memory_job")
+    page.get_by_text("user_request", exact=True).first.wait_for()

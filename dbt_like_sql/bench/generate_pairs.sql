@@ -12,7 +12,7 @@ WITH inserted AS (
                 ELSE array_fill(0.05::real, ARRAY[%(dimension)s])::vector END,
            CASE WHEN u %% %(pending_every)s = 0 AND p = 0 THEN NULL
                 ELSE array_fill(0.05::real, ARRAY[%(dimension)s])::vector END
-    FROM generate_series(1, %(users)s) AS u, generate_series(0, %(pairs_per_user)s - 1) AS p
+    FROM generate_series(%(first_user)s::int, %(users)s::int) AS u, generate_series(0, %(pairs_per_user)s - 1) AS p
     RETURNING id, user_id, kg_id, turn_index
 )
 INSERT INTO pair_stages (pair_id, user_id, kg_id, extracted_at, subjects_merged_at, kg_stored_at, keyed_at)

@@ -1,0 +1,358 @@
+"""Dagster at 10^4–10^6 users: what each partitioning costs the sensors, the event log and the run queue.
+
+    .venv/bin/python bench/scale.py [--sizes 10000,100000,1000000] [--pending-share 0.1] [--syncs 5000]
+                                    [--buckets 16] [--throughput-users 2000]
+
+Users are written straight into the tables (one pair each, bench/generate_pairs.sql; every tenth with that
+pair pending at every stage), the memory grown size by size. At each size, on a Postgres-backed Dagster
+instance:
+- one partition a user: the time to register the new users as partitions, and to list them all;
+- for each partitioning, in its own process (the code location builds its assets for one): each sensor's
+  evaluation (median of 3), and the fast-path sensor draining ``--syncs`` syncs recorded at once (as
+  100,000 active users make in about a minute) — ticks, time and Dagster events per sync;
+- for each partitioning, the Dagster webserver (no daemon) on that memory and instance: Chromium's time until the asset catalog and
+  the partition view of ``subjects`` render, and the GraphQL call listing the asset's partitions.
+Then the run overhead (``--throughput-users`` users with real pairs, local model, offline extractor):
+``sync_user`` over them in one process against the same pairs of as many other users dreamed by
+``dreaming_job`` runs, each run a process of its own as the run launcher starts it — one a bucket, and a
+sample of one-a-user runs. Results: bench/results/scale.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from common import (  # first: puts the project on the import path
+    bench_parser,
+    embedded_admin_url,
+    machine,
+    oracle_records,
+    stopped_on_exit,
+)
+
+HERE = Path(__file__).resolve()
+
+
+def _dagster_home(folder: Path, pgdata: Path) -> Path:
+    """A Dagster home whose storage is the ``dagster`` database of the bench's server (as a deployment's is)."""
+    from dreaming_dagster.storage import embedded
+
+    url = embedded.dagster_storage_url(pgdata)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: \"{url}\"\n"
+                                         "telemetry:\n  enabled: false\n")
+    return folder
+
+
+def _timed(work, repeats: int = 3) -> tuple[float, object]:
+    seconds, result = [], None
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = work()
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds), result
+
+
+def child_sensors(buckets: int, url: str, syncs: int) -> dict:
+    """One partitioning's sensors, in this process (its assets and sensors are built for it)."""
+    import dagster as dg
+
+    from dreaming_dagster.defs import partitions
+
+    partitions.use_layout(buckets)
+    from dreaming_dagster.defs.consolidation.sensors import token_budget_sensor
+    from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
+    from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
+
+    resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, dagster_max_user_partitions=10**8),
+                 "dreaming_policy": DreamingPolicyResource()}
+    out: dict = {}
+    with dg.DagsterInstance.get() as instance:
+        def evaluate(sensor, cursor=None):
+            with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+                return sensor(context)
+
+        seconds, result = _timed(lambda: evaluate(pending_pairs_sensor))
+        out["pending_pairs_sensor_s"] = round(seconds, 3)
+        out["pending_pairs_run_requests"] = len(getattr(result, "run_requests", []))
+        out["pending_pairs_partition_requests"] = sum(
+            len(r.partition_keys) for r in getattr(result, "dynamic_partitions_requests", []))
+        seconds, _ = _timed(lambda: evaluate(token_budget_sensor))
+        out["token_budget_sensor_s"] = round(seconds, 3)
+        if not buckets:
+            seconds, keys = _timed(lambda: instance.get_dynamic_partitions("users"))
+            out["list_user_partitions_s"], out["user_partitions"] = round(seconds, 3), len(keys)
+        # The fast path: drain `syncs` syncs tick by tick, as the daemon would.
+        cursor, ticks, events, started = None, 0, 0, time.perf_counter()
+        tick_s = []
+        while True:
+            tick_started = time.perf_counter()
+            result = evaluate(fast_path_sensor, cursor)
+            tick_s.append(time.perf_counter() - tick_started)
+            if isinstance(result, dg.SkipReason):
+                break
+            ticks, events, cursor = ticks + 1, events + len(result.asset_events), result.cursor
+        drained = time.perf_counter() - started
+        out |= {"fast_path_syncs": syncs, "fast_path_ticks": ticks, "fast_path_events": events,
+                "dagster_events_per_sync": round(events / syncs, 4) if syncs else None,
+                "fast_path_drain_s": round(drained, 2), "fast_path_slowest_tick_s": round(max(tick_s), 3),
+                # the sensor runs every 30 s: the syncs a minute it reports at most
+                "fast_path_syncs_per_minute_capacity": round(2 * syncs / max(ticks, 1))}
+    return out
+
+
+GRAPHQL_PARTITIONS = """query { assetNodeOrError(assetKey: {path: ["subjects"]}) {
+  ... on AssetNode { partitionKeysByDimension { partitionKeys } } } }"""
+
+
+def ui_timings(env: dict, folder: Path) -> dict:
+    """The Dagster webserver on this memory and instance; Chromium's time until the asset catalog and the partition view
+    of `subjects` show, and the GraphQL call that lists the partitions. None when Chromium is missing."""
+    import shutil
+    import urllib.request
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        return {"skipped": "no Chromium"}
+    import socket
+
+    from playwright.sync_api import sync_playwright
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    log = (folder / f"webserver-{port}.log").open("w")
+    # The webserver alone: a daemon would run the sensors and launch runs against the bench's memory.
+    server = subprocess.Popen([str(Path(sys.executable).parent / "dagster-webserver"), "-m",
+                               "dreaming_dagster.definitions", "--port", str(port)],
+                              cwd=HERE.parent.parent, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    out: dict = {}
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/server_info", timeout=5):
+                    break
+            except OSError:
+                if server.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("the webserver did not start") from None
+                time.sleep(2)
+        request = urllib.request.Request(base + "/graphql", data=json.dumps({"query": GRAPHQL_PARTITIONS}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        started = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=900) as response:
+            keys = json.loads(response.read())["data"]["assetNodeOrError"]["partitionKeysByDimension"][0]["partitionKeys"]
+        out["graphql_partition_keys_s"], out["graphql_partition_keys"] = round(time.perf_counter() - started, 2), len(keys)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, headless=True,
+                                                 args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.set_default_timeout(300_000)
+            page.goto(base + "/assets")  # a first visit: the newsletter dialog, the code location's load
+            page.get_by_text("subjects", exact=True).first.wait_for()
+            for name, path, shown in (("asset_catalog", "/assets", "subjects"),
+                                      ("partition_view", "/assets/subjects?view=partitions", "Missing (")):
+                started = time.perf_counter()
+                try:
+                    page.goto(base + path)
+                    page.get_by_text(shown, exact=shown == "subjects").first.wait_for()
+                    out[f"{name}_rendered_s"] = round(time.perf_counter() - started, 2)
+                except Exception as error:  # the page never rendered: that is the measurement
+                    out[f"{name}_rendered_s"] = None
+                    out[f"{name}_error"] = f"{type(error).__name__} after {time.perf_counter() - started:.0f} s"
+            browser.close()
+    finally:
+        from dreaming_dagster.cli import end_process_group
+
+        end_process_group(server.pid)  # the webserver and every process it started (SIGKILL after a grace)
+        server.wait(timeout=60)
+        log.close()
+    return out
+
+
+def run_child(args: list[str], env: dict) -> dict:
+    done = subprocess.run([sys.executable, str(HERE), *args], env=env, capture_output=True, text=True,
+                          timeout=7200)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-4000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def scale(args, admin_url: str, home: Path) -> list[dict]:
+    import dagster as dg
+
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.pipeline import buckets as bucketing
+    from dreaming_dagster.sql import load_sql
+    from dreaming_dagster.storage import embedded
+    from dreaming_dagster.storage.database import Database
+
+    url = embedded.fresh_database_url(admin_url, "scale")
+    database = Database(url)
+    database.ensure_schema(LocalMiniLMEmbedder.spec)
+    with database.connect() as conn:  # the sensors never read the HNSW indexes; inserts would only build them
+        conn.execute("DROP INDEX memory_pairs_embedding_hnsw_idx")
+        conn.execute("DROP INDEX memory_pairs_reply_embedding_hnsw_idx")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DREAMING_DATABASE_URL": url}
+    os.environ["DAGSTER_HOME"] = str(home)
+    rows, made = [], 0
+    pending_every = max(1, round(1 / args.pending_share))
+    with dg.DagsterInstance.get() as instance:
+        for size in args.sizes:
+            started = time.perf_counter()
+            for first in range(made + 1, size + 1, 100_000):  # 100,000 users a statement, with progress
+                with database.connect() as conn:
+                    conn.execute(load_sql("bench/generate_pairs"), {
+                        "first_user": first, "users": min(size, first + 99_999), "pairs_per_user": 1,
+                        "pending_every": pending_every, "dimension": LocalMiniLMEmbedder.spec.dimension})
+                print(f"generated users up to {min(size, first + 99_999):,} "
+                      f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+            with database.connect() as conn:
+                conn.execute("ANALYZE")
+            generate_s = time.perf_counter() - started
+            new_keys = [f"user-{u}" for u in range(made + 1, size + 1)]
+            started = time.perf_counter()
+            for chunk in range(0, len(new_keys), 50_000):
+                instance.add_dynamic_partitions("users", new_keys[chunk:chunk + 50_000])
+            register_s = time.perf_counter() - started
+            made = size
+            row = {"users": size, "users_with_pending_work": size // pending_every,
+                   "generate_s": round(generate_s, 1), "register_new_user_partitions_s": round(register_s, 1),
+                   "registered_per_second": round(len(new_keys) / register_s) if register_s else None}
+            for label, buckets in (("per_user", 0), ("buckets", args.buckets)):
+                with database.connect() as conn:
+                    conn.execute("DELETE FROM fast_path_syncs")
+                    conn.execute(load_sql("bench/generate_fast_path_syncs"), {"syncs": args.syncs})
+                row[label] = run_child(["--child-sensors", str(buckets), "--url", url, "--syncs", str(args.syncs)],
+                                       env)
+                if args.ui:
+                    bucketing.write_layout(database, buckets)  # what the webserver's code location reads
+                    row[label]["ui"] = ui_timings(env, home)
+                    print(f"{size:,} users, {label}: {row[label]['ui']}", file=sys.stderr, flush=True)
+                    bucketing.write_layout(database, 0)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def child_run(partition_key: str) -> dict:
+    """One dreaming_job run of a partition, in this new process: what a run launcher's process does (load the
+    code location, then run the job)."""
+    import dagster as dg
+
+    from dreaming_dagster.definitions import defs
+
+    started = time.perf_counter()
+    job = defs().resolve_job_def("dreaming_job")
+    with dg.DagsterInstance.get() as instance:
+        result = job.execute_in_process(partition_key=partition_key, instance=instance,
+                                        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+        rows = len(instance.all_logs(result.run_id))
+    return {"success": result.success, "run_s": round(time.perf_counter() - started, 2), "event_rows": rows}
+
+
+def throughput(args, admin_url: str, home: Path) -> dict:
+    """sync_user over N users in one process vs dreaming_job runs over N users with the same pairs."""
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.extraction.providers import OfflineExtractor
+    from dreaming_dagster.ingest.save import save_pairs
+    from dreaming_dagster.pipeline import buckets as bucketing
+    from dreaming_dagster.pipeline.refinement import OfflineRefiner
+    from dreaming_dagster.pipeline.sync import sync_user
+    from dreaming_dagster.storage import embedded
+    from dreaming_dagster.storage.database import Database
+
+    url = embedded.fresh_database_url(admin_url, "throughput")
+    database, embedder = Database(url), LocalMiniLMEmbedder()
+    database.ensure_schema(embedder.spec)
+    count = args.throughput_users
+    records = oracle_records(limit=count)
+    sample = 4  # one-a-user runs timed (each is a process; the rest would only repeat it)
+    for prefix, users in (("sync", count), ("dagster", count), ("peruser", sample)):
+        for n in range(users):
+            save_pairs(f"{prefix}-{n}", [records[n]], database=database, embedder=embedder, embed=False)
+    started = time.perf_counter()
+    for n in range(count):
+        sync_user(f"sync-{n}", database=database, embedder=embedder, extractor=OfflineExtractor(),
+                  refiner=OfflineRefiner())
+    sync_s = time.perf_counter() - started
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DREAMING_DATABASE_URL": url, "DREAMING_LLM_PROVIDER": "offline"}
+    os.environ["DAGSTER_HOME"] = str(home)
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions("users", [f"peruser-{n}" for n in range(sample)])
+    per_user = [run_child(["--child-run", f"peruser-{n}"], env) for n in range(sample)]
+    bucketing.write_layout(database, args.buckets)
+    keys = sorted(bucketing.group_by_bucket([f"dagster-{n}" for n in range(count)], args.buckets))
+    started = time.perf_counter()
+    bucket_runs = [run_child(["--child-run", key], env) for key in keys]
+    dagster_s = time.perf_counter() - started
+    bucketing.write_layout(database, 0)
+    with database.connect(vectors=False) as conn:
+        left = conn.execute("SELECT count(*) AS n FROM pair_stages WHERE kg_stored_at IS NULL").fetchone()["n"]
+    one_user_run = statistics.median(run["run_s"] for run in per_user)
+    return {
+        "users": count, "pairs_per_user": 1, "buckets": args.buckets, "unlinked_pairs_after": left,
+        "sync_user_s": round(sync_s, 1), "sync_user_users_per_s": round(count / sync_s, 2),
+        "bucket_runs": len(bucket_runs), "bucket_runs_s": round(dagster_s, 1),
+        "bucket_users_per_s": round(count / dagster_s, 2),
+        "bucket_vs_sync_user": round(sync_s / dagster_s, 3),
+        "bucket_run_s": [run["run_s"] for run in bucket_runs],
+        "bucket_run_event_rows_per_user": round(sum(run["event_rows"] for run in bucket_runs) / count, 2),
+        "one_user_run_s_median": round(one_user_run, 2),
+        "one_user_run_event_rows_median": statistics.median(run["event_rows"] for run in per_user),
+        "one_user_sync_s": round(sync_s / count, 3),
+        "one_run_a_user_users_per_s": round(1 / one_user_run, 3),
+        "all_runs_succeeded": all(run["success"] for run in [*per_user, *bucket_runs]),
+    }
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, "scale")
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--pending-share", type=float, default=0.1)
+    parser.add_argument("--syncs", type=int, default=5000)
+    parser.add_argument("--buckets", type=int, default=16)
+    parser.add_argument("--throughput-users", type=int, default=2000)
+    parser.add_argument("--no-ui", dest="ui", action="store_false", help="skip the browser timings")
+    parser.add_argument("--child-sensors", type=int, default=None)
+    parser.add_argument("--child-run", default=None)
+    parser.add_argument("--url", default=None)
+    args = parser.parse_args()
+    if args.child_run is not None:
+        print(json.dumps(child_run(args.child_run)))
+        return
+    if args.child_sensors is not None:
+        print(json.dumps(child_sensors(args.child_sensors, args.url, args.syncs)))
+        return
+    args.sizes = [int(size) for size in args.sizes.split(",") if size]
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
+        admin_url = embedded_admin_url(Path(tmp) / "pgdata")
+        home = _dagster_home(Path(tmp) / "dagster-home", Path(tmp) / "pgdata")
+        results = {
+            "benchmark": "scale",
+            "command": "make bench-scale  (.venv/bin/python bench/scale.py)",
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "buckets": args.buckets, "fast_path_syncs": args.syncs,
+            "sizes": scale(args, admin_url, home) if args.sizes else [],
+        }
+        results["throughput"] = throughput(args, admin_url, home) if args.throughput_users else None
+    results["machine"] = machine()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
