@@ -41,8 +41,14 @@ def main() -> None:
         again, _ = evaluate(pending_pairs_sensor, instance, resources)
         seen["requested_with_one_in_flight"] = sorted(r.partition_key for r in again.run_requests)
         instance.delete_run(waiting.run_id)
+        kinds = set()
         for key in seen["requested"]:
-            assert job.execute_in_process(partition_key=key, instance=instance).success, key
+            result = job.execute_in_process(partition_key=key, instance=instance)
+            assert result.success, key
+            for step in ("pair_subjects", "subjects", "subject_links", "refined_subjects"):
+                (event,) = result.asset_materializations_for_node(step)
+                kinds |= {type(value.value).__name__ for name, value in event.metadata.items() if name != "provider"}
+        seen["bucket_metadata_kinds"] = sorted(kinds)
         after, _ = evaluate(pending_pairs_sensor, instance, resources)
         seen["after_runs"] = type(after).__name__
         seen["run_lists_left"] = counts("SELECT count(*) AS n FROM bucket_run_users")

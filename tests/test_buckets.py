@@ -72,6 +72,7 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
     assert seen["requested"] == expected and seen["priorities"] == ["-1"]
     assert seen["requested_with_one_in_flight"] == expected[1:]
     assert seen["after_runs"] == "SkipReason"  # every user dreamed: no work left
+    assert set(seen["bucket_metadata_kinds"]) <= {"int", "float", "bool"}  # counts: no names, ids or error text
     assert seen["run_lists_left"] == 0 and seen["unlinked_pairs"] == 0
     assert seen["profiles"] == len(users) and seen["subjects"] > 0
     assert seen["subjects_after_rebuild"] > 0

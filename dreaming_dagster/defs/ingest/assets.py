@@ -35,9 +35,9 @@ def memory_pairs(
     if bucket_count():
         totals, seconds = run_for_users(context, users, lambda user_id: StageInputs(
             database, user_id, embedder=model, embedding_batch_size=batch_size))
-        failed = len(totals.pop("failed_pairs", []))
+        failed = totals.get("failed_pairs", 0)
         return dg.MaterializeResult(
-            metadata={**{k: v for k, v in totals.items() if v is not None}, "failed_pairs": failed,
+            metadata={**totals,
                       "embedding_model": str(model.spec), "seconds": round(seconds, 3)},
             check_results=[dg.AssetCheckResult(check_name="all_pairs_embedded", passed=failed == 0,
                                                severity=dg.AssetCheckSeverity.WARN,
