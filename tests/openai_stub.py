@@ -30,9 +30,12 @@ class OpenAIStub:
         self.fail_all = False
         self.requests: list[dict] = []
         # Chat completions are scripted per model: a list of steps consumed in order, the last one repeating.
-        # A step is ("reply", text) | ("status", code) | ("sleep", seconds) | ("reject_schema", None) |
+        # A step is ("reply", text) | ("status", code) | ("sleep", seconds) | ("reject_schema", None or a
+        # status: json_schema refused with 400, or that status as llama.cpp's server does) |
         # ("retry_after", seconds): 429 with that Retry-After | ("trickle", seconds): a good reply sent one
-        # byte every that many seconds (a server that never times out a per-read timeout).
+        # byte every that many seconds (a server that never times out a per-read timeout) |
+        # ("cut_below", tokens): a request whose max_tokens is under that gets the reply cut in half with
+        # finish_reason "length".
         self.chat_script: dict[str, list[tuple]] = {}
         self.default_chat_reply: Callable[[dict], str] | None = None
         self._lock = threading.Lock()
@@ -95,12 +98,19 @@ class OpenAIStub:
                 if kind == "trickle":
                     kind, value = "reply", None
                 if kind == "reject_schema" and body.get("response_format", {}).get("type") == "json_schema":
+                    if value:  # another shape: llama.cpp's server answers a 500 with a validation error
+                        return self._send(value, {"error": {"code": value, "type": "server_error",
+                                                            "message": "1 validation error for ChatCompletionRequest"}})
                     return self._send(400, {"error": {"message": "response_format json_schema unsupported"}})
-                if value is None or kind == "reject_schema":
+                cut_below = value if kind == "cut_below" else 0
+                if value is None or kind in ("reject_schema", "cut_below"):
                     value = stub.default_chat_reply(body) if stub.default_chat_reply else '{"summary": "", "subjects": []}'
+                finish = "stop"
+                if body.get("max_tokens", 10**9) < cut_below:
+                    value, finish = value[:len(value) // 2], "length"
                 self._send(200, {
                     "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": model,
-                    "choices": [{"index": 0, "finish_reason": "stop",
+                    "choices": [{"index": 0, "finish_reason": finish,
                                  "message": {"role": "assistant", "content": value}}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                 }, trickle=trickle)

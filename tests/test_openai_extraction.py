@@ -56,7 +56,8 @@ def test_failures_retry_then_use_the_fallback_model(openai_stub, bad_step):
     openai_stub.chat_script["fallback-model"] = [("reply", GOOD)]
     result = extractor(openai_stub).extract("u", "a")
     assert result.subjects[0].name == "Lisbon"
-    assert len(openai_stub.chat_calls("main-model")) == 2 and len(openai_stub.chat_calls("fallback-model")) == 1
+    probe = 1 if bad_step[0] == "status" else 0  # a failed json_schema request is tried once as json_object
+    assert len(openai_stub.chat_calls("main-model")) == 2 + probe and len(openai_stub.chat_calls("fallback-model")) == 1
 
 
 def test_timeouts_fall_back(openai_stub):
@@ -79,6 +80,45 @@ def test_servers_without_json_schema_get_json_object(openai_stub):
     assert x.extract("u", "a").subjects and x.extract("u", "b").subjects
     formats = [c["response_format"]["type"] for c in openai_stub.chat_calls()]
     assert formats == ["json_schema", "json_object", "json_object"]  # asked once, remembered
+
+
+def test_a_server_refusing_json_schema_with_a_500_gets_json_object_with_the_schema(openai_stub):
+    """llama.cpp's server answers json_schema with HTTP 500 (a validation error): that is a refusal of the
+    format, not an outage — the same request as json_object answers, and is used from then on."""
+    openai_stub.chat_script["main-model"] = [("reject_schema", 500)]
+    openai_stub.default_chat_reply = lambda body: GOOD
+    x = extractor(openai_stub)
+    assert x.extract("u", "a").subjects and x.extract("u", "b").subjects
+    calls = openai_stub.chat_calls()
+    assert [c["response_format"]["type"] for c in calls] == ["json_schema", "json_object", "json_object"]
+    assert all("properties" in c["response_format"]["schema"] for c in calls[1:])
+
+
+def test_a_real_outage_during_json_schema_is_not_taken_for_a_refusal(openai_stub):
+    openai_stub.chat_script["main-model"] = [("status", 500)]
+    openai_stub.chat_script["fallback-model"] = [("status", 500)]
+    x = extractor(openai_stub)
+    with pytest.raises(LLMCallError):
+        x.extract("u", "a")
+    openai_stub.chat_script["main-model"] = [("reply", GOOD)]
+    assert x.extract("u", "a").subjects
+    assert openai_stub.chat_calls()[-1]["response_format"]["type"] == "json_schema"  # still asked for
+
+
+def test_a_reply_cut_at_the_token_limit_is_asked_again_with_twice_the_limit(openai_stub):
+    openai_stub.chat_script["main-model"] = [("cut_below", 1000)]
+    openai_stub.default_chat_reply = lambda body: GOOD
+    x = extractor(openai_stub)  # max_tokens 800: cut; 1,600: whole
+    assert x.extract("u", "a").subjects
+    assert [c["max_tokens"] for c in openai_stub.chat_calls()] == [800, 1600]
+
+
+def test_a_reply_cut_twice_is_never_stored_half(openai_stub):
+    openai_stub.chat_script["main-model"] = [("cut_below", 10**6)]
+    openai_stub.chat_script["fallback-model"] = [("cut_below", 10**6)]
+    openai_stub.default_chat_reply = lambda body: GOOD
+    with pytest.raises(LLMCallError, match="cut at the token limit"):
+        extractor(openai_stub, attempts=1).extract("u", "a")
 
 
 def test_everything_failing_raises_a_clear_error(openai_stub):

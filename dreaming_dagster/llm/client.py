@@ -1,7 +1,10 @@
 """A JSON-answering chat client for any OpenAI-compatible endpoint.
 
-Structured output first (``response_format`` json_schema); a server that rejects it (HTTP 400) is asked
-with ``json_object`` from then on. Every reply goes through tolerant parsing and pydantic validation.
+Structured output first (``response_format`` json_schema); a server that refuses it — whatever the status
+and the message (OpenAI-style servers answer 400, llama.cpp's server 500) — is asked the same request with
+``json_object`` and the schema (once a client), and when that answers, with ``json_object`` from then on. A reply cut at the
+token limit (``finish_reason`` "length") is asked again once with twice the limit and never parsed half.
+Every reply goes through tolerant parsing and pydantic validation.
 
 Failure policy (tenacity):
 - Each HTTP call has a *total* deadline (``timeout_s``): connecting, waiting for the answer and reading
@@ -42,6 +45,8 @@ logger = logging.getLogger(__name__)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ResultT = TypeVar("ResultT")
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+# A refused json_schema request with one of these failed for another reason (auth, rate, unknown model).
+NOT_ABOUT_THE_FORMAT = frozenset({401, 403, 404, 408, 409, 429})
 MAX_RETRY_AFTER_SECONDS = 120.0
 
 
@@ -175,27 +180,38 @@ class JSONChatClient:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0,
             http_client=http.Client(transport=DeadlineTransport(timeout_s), timeout=timeout_s))
         self._json_schema_supported = True
+        self._format_probed = False  # json_object tried once after a json_schema request failed
         self._lock = threading.Lock()
         self.calls_by_model: dict[str, int] = {}
 
-    def _create(self, model: str, messages: list[dict], schema_name: str, schema: dict):
+    def _create(self, model: str, messages: list[dict], schema_name: str, schema: dict, max_tokens: int):
         import openai
 
         with self._lock:
             self.calls_by_model[model] = self.calls_by_model.get(model, 0) + 1
             use_schema = self._json_schema_supported
-        common = {"model": model, "messages": messages, "temperature": self.temperature,
-                  "max_tokens": self.max_tokens}
+        common = {"model": model, "messages": messages, "temperature": self.temperature, "max_tokens": max_tokens}
+        # json_object with the schema beside it: servers that take it (llama.cpp's) constrain the output to it.
+        as_object = {"type": "json_object", "schema": schema}
         if use_schema:
             try:
                 return self._client.chat.completions.create(**common, response_format={
                     "type": "json_schema",
                     "json_schema": {"name": schema_name, "schema": schema, "strict": True}})
-            except openai.BadRequestError as exc:
-                logger.info("endpoint rejected json_schema output (%s); using json_object from now on", exc)
+            except openai.APIStatusError as refused:
+                with self._lock:  # one probe a client: an outage must not double every attempt
+                    probe, self._format_probed = not self._format_probed, True
+                if refused.status_code in NOT_ABOUT_THE_FORMAT or not probe:
+                    raise
+                # The same request as json_object: if it answers, the server refused the format, whatever it
+                # said; if it fails too, its error is the one that counts (retried as any other).
+                response = self._client.chat.completions.create(**common, response_format=as_object)
+                logger.info("endpoint refused json_schema output (HTTP %s: %s); using json_object from now on",
+                            refused.status_code, str(refused)[:200])
                 with self._lock:
                     self._json_schema_supported = False
-        return self._client.chat.completions.create(**common, response_format={"type": "json_object"})
+                return response
+        return self._client.chat.completions.create(**common, response_format=as_object)
 
     def _wait(self, state: RetryCallState) -> float:
         """Retry-After when the server names a wait (capped), else exponential backoff."""
@@ -212,7 +228,12 @@ class JSONChatClient:
     def _ask_model(self, model: str, messages: list[dict], answer_model: type[ModelT], schema_name: str,
                    schema: dict) -> ModelT:
         def attempt() -> ModelT:
-            response = self._create(model, messages, schema_name, schema)
+            response = self._create(model, messages, schema_name, schema, self.max_tokens)
+            if response.choices[0].finish_reason == "length":  # cut mid-answer: once more with room to finish
+                logger.info("LLM reply cut at %d tokens; asking again with %d", self.max_tokens, 2 * self.max_tokens)
+                response = self._create(model, messages, schema_name, schema, 2 * self.max_tokens)
+                if response.choices[0].finish_reason == "length":
+                    raise LLMOutputError(f"the reply was cut at the token limit ({2 * self.max_tokens} tokens)")
             content = response.choices[0].message.content or ""
             return answer_model.model_validate(extract_json_object(content))
 
