@@ -738,7 +738,7 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
     import dagster as dg
 
     from dreaming_dagster.config.dagster_env import configure_dagster_environment
-    from dreaming_dagster.defs.run_queue import IN_FLIGHT
+    from dreaming_dagster.defs.run_queue import IN_FLIGHT, PARTITIONED_JOBS
     from dreaming_dagster.memory import ready_database
     from dreaming_dagster.pipeline import buckets as bucketing
     from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
@@ -749,15 +749,14 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
     settings = default_settings()
     database = ready_database(None)
     current = bucketing.read_layout(database)
-    describe = {0: "one partition a user"}
     if buckets is None and not per_user:
-        click.echo(f"partitioning: {describe.get(current, f'{current} hash buckets of users')}")
+        click.echo(f"partitioning: {bucketing.describe_layout(current)}")
         return
     wanted = 0 if per_user else buckets
     configure_dagster_environment(settings)
     with dg.DagsterInstance.get() as instance:
         busy = [run for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT))
-                if run.job_name in ("dreaming_job", "rebuild_user_graph", "consolidation_job")]
+                if run.job_name in PARTITIONED_JOBS]
         if busy and not force:
             _fail(f"{len(busy)} dreaming run(s) queued or running: let them finish (or cancel them), or pass --force")
         bucketing.write_layout(database, wanted)
@@ -770,9 +769,8 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
             new = [user for user in users if user not in known][:max(0, settings.dagster_max_user_partitions - len(known))]
             instance.add_dynamic_partitions("users", new)
             registered = len(new)
-    click.echo(f"partitioning: {describe.get(wanted, f'{wanted} hash buckets of users')} (was "
-               f"{describe.get(current, f'{current} hash buckets')})" + (f"; registered {registered:,} user partition(s)"
-                                                                     if not wanted else ""))
+    click.echo(f"partitioning: {bucketing.describe_layout(wanted)} (was {bucketing.describe_layout(current)})"
+               + ("" if wanted else f"; registered {registered:,} user partition(s)"))
     click.echo("restart `dreaming ui` (or reload the code location) to load it")
 
 

@@ -11,6 +11,8 @@ import dagster as dg
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED]
+# The jobs over the users' partitions: a switch of partitioning waits for their runs.
+PARTITIONED_JOBS = ("dreaming_job", "rebuild_user_graph", "consolidation_job")
 # Dagster's run priority tag: higher launches first, the default is 0.
 SENSOR_RUN_TAGS = {"dagster/priority": "-1"}
 

@@ -31,6 +31,15 @@ def bucket_key(index: int, buckets: int) -> str:
     return f"{BUCKET_PREFIX}{index:0{len(str(buckets - 1))}d}"
 
 
+def bucket_key_of(user_id: str, buckets: int) -> str:
+    """The partition key of the bucket ``user_id`` falls in."""
+    return bucket_key(bucket_of(user_id, buckets), buckets)
+
+
+def describe_layout(buckets: int) -> str:
+    return f"{buckets} hash buckets of users" if buckets else "one partition a user"
+
+
 def bucket_keys(buckets: int) -> list[str]:
     return [bucket_key(index, buckets) for index in range(buckets)]
 
@@ -46,7 +55,7 @@ def group_by_bucket(user_ids: Iterable[str], buckets: int) -> dict[str, list[str
     """``user_ids`` by the key of their bucket."""
     grouped: dict[str, list[str]] = {}
     for user_id in user_ids:
-        grouped.setdefault(bucket_key(bucket_of(user_id, buckets), buckets), []).append(user_id)
+        grouped.setdefault(bucket_key_of(user_id, buckets), []).append(user_id)
     return grouped
 
 

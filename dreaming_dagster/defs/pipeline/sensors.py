@@ -47,7 +47,7 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
     if bucket_count():
         work = defaultdict(lambda: [0, None])  # bucket -> [pending pairs, newest save]
         for row in rows:
-            bucket = work[buckets.bucket_key(buckets.bucket_of(row["user_id"], bucket_count()), bucket_count())]
+            bucket = work[buckets.bucket_key_of(row["user_id"], bucket_count())]
             bucket[0] += row["pending"]
             bucket[1] = max(bucket[1] or row["newest_at"], row["newest_at"])
         return dg.SensorResult(run_requests=[
@@ -115,7 +115,7 @@ def bucket_sync_events(rows, count: int) -> list[dg.AssetMaterialization]:
     sums: dict[tuple[str, str], dict] = {}
     users: dict[tuple[str, str], set] = defaultdict(set)
     for row in rows:
-        bucket = buckets.bucket_key(buckets.bucket_of(row["user_id"], count), count)
+        bucket = buckets.bucket_key_of(row["user_id"], count)
         for asset, stats in row["stages"].items():
             total = sums.setdefault((bucket, asset), {"syncs": 0, "first_synced_at": row["synced_at"].isoformat()})
             total["syncs"] += 1
