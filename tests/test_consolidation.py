@@ -90,7 +90,8 @@ def graph(database):
                           description="lands Friday", created_at=T0, last_seen_at=T0 + timedelta(days=9),
                           reinforcement_count=3),
         "project": subject(database, "alice", "Avery Felts Project", pairs=ids[4:5], subject_type="project"),
-        "boots": subject(database, "alice", "Hiking Boots", pairs=ids[5:6]),
+        "boots": subject(database, "alice", "Hiking Boots", pairs=ids[5:6],
+                         description="Merrell Moab, bought for the Alps | trail shoes were too soft"),
         "junk": subject(database, "alice", "lives with"),
         "pinned": subject(database, "alice", "Pinned Thing", pinned=True),
         "core": subject(database, "alice", "Core Memory", importance=0.9),
@@ -148,11 +149,15 @@ def test_invalid_and_cross_user_mutations_are_refused_without_blocking_the_rest(
         {"op": "archive_subject", "subject": "00000000-0000-0000-0000-000000000000", "reason": "x"},
         {"op": "explode_subject", "subject": graph["boots"]},  # not an op
         {"op": "archive_subject", "subject": graph["junk"]},  # no reason
+        {"op": "rename_subject", "subject": graph["boots"], "name": "Douro River Cruise"},  # not in its text
+        {"op": "create_subject", "name": "Tagus Bridge", "type": "place"},  # in no subject's text
         {"op": "archive_subject", "subject": graph["junk"], "reason": "fragment"},  # the one valid mutation
     ])
     report = run_pass(database, HashEmbedder(), script, "alice", policy=POLICY)
-    assert report.count("applied") == 1 and report.skipped == 10
+    assert report.count("applied") == 1 and report.skipped == 12
     reasons = " ".join(o.reason for o in report.outcomes if o.status == "skipped")
+    assert "'Douro River Cruise' is not grounded in 'Hiking Boots'" in reasons
+    assert "'Tagus Bridge' is not grounded in any subject's name or descriptions" in reasons
     assert "unknown subject id" in reasons and "pinned" in reasons and "protected" in reasons
     assert "would drop ['felts', 'project']" in reasons and "belongs to another live subject" in reasons
     assert row(database, graph["bob"]) == before_bob

@@ -14,6 +14,7 @@ from tests.conftest import pair
 GOOD = json.dumps({"summary": "User plans a Lisbon trip.", "subjects": [
     {"name": "Lisbon", "description": "trip in June", "type": "place"},
     {"name": "Sister Dana", "description": "travels along", "type": "person"}]})
+LISBON = ("I'm going to Lisbon with my sister Dana in June", "Fun!")  # the pair GOOD's subjects are grounded in
 
 
 def extractor(stub, attempts=2, timeout_s=10.0, fallback="fallback-model"):
@@ -41,7 +42,7 @@ def test_structured_output_request(openai_stub):
 ])
 def test_messy_but_valid_replies_parse_first_time(openai_stub, reply):
     openai_stub.chat_script["main-model"] = [("reply", reply)]
-    assert extractor(openai_stub).extract("u", "a").subjects[0].name == "Lisbon"
+    assert extractor(openai_stub).extract(*LISBON).subjects[0].name == "Lisbon"
     assert len(openai_stub.chat_calls()) == 1
 
 
@@ -54,7 +55,7 @@ def test_messy_but_valid_replies_parse_first_time(openai_stub, reply):
 def test_failures_retry_then_use_the_fallback_model(openai_stub, bad_step):
     openai_stub.chat_script["main-model"] = [bad_step]
     openai_stub.chat_script["fallback-model"] = [("reply", GOOD)]
-    result = extractor(openai_stub).extract("u", "a")
+    result = extractor(openai_stub).extract(*LISBON)
     assert result.subjects[0].name == "Lisbon"
     probe = 1 if bad_step[0] == "status" else 0  # a failed json_schema request is tried once as json_object
     assert len(openai_stub.chat_calls("main-model")) == 2 + probe and len(openai_stub.chat_calls("fallback-model")) == 1
@@ -63,21 +64,21 @@ def test_failures_retry_then_use_the_fallback_model(openai_stub, bad_step):
 def test_timeouts_fall_back(openai_stub):
     openai_stub.chat_script["main-model"] = [("sleep", 3)]
     openai_stub.chat_script["fallback-model"] = [("reply", GOOD)]
-    assert extractor(openai_stub, attempts=1, timeout_s=0.5).extract("u", "a").summary
+    assert extractor(openai_stub, attempts=1, timeout_s=0.5).extract(*LISBON).summary
 
 
 def test_seven_subjects_are_cut_to_five(openai_stub):
     seven = json.dumps({"summary": "s", "subjects": [{"name": f"Topic {i}", "description": "", "type": "topic"}
                                                      for i in range(7)]})
     openai_stub.chat_script["main-model"] = [("reply", seven)]
-    assert len(extractor(openai_stub).extract("u", "a").subjects) == 5
+    assert len(extractor(openai_stub).extract("Topics 0, 1, 2, 3, 4, 5 and 6", "").subjects) == 5
 
 
 def test_servers_without_json_schema_get_json_object(openai_stub):
     openai_stub.chat_script["main-model"] = [("reject_schema", None)]
     openai_stub.default_chat_reply = lambda body: GOOD
     x = extractor(openai_stub)
-    assert x.extract("u", "a").subjects and x.extract("u", "b").subjects
+    assert x.extract(*LISBON).subjects and x.extract(*LISBON).subjects
     formats = [c["response_format"]["type"] for c in openai_stub.chat_calls()]
     assert formats == ["json_schema", "json_object", "json_object"]  # asked once, remembered
 
@@ -88,7 +89,7 @@ def test_a_server_refusing_json_schema_with_a_500_gets_json_object_with_the_sche
     openai_stub.chat_script["main-model"] = [("reject_schema", 500)]
     openai_stub.default_chat_reply = lambda body: GOOD
     x = extractor(openai_stub)
-    assert x.extract("u", "a").subjects and x.extract("u", "b").subjects
+    assert x.extract(*LISBON).subjects and x.extract(*LISBON).subjects
     calls = openai_stub.chat_calls()
     assert [c["response_format"]["type"] for c in calls] == ["json_schema", "json_object", "json_object"]
     assert all("properties" in c["response_format"]["schema"] for c in calls[1:])
@@ -99,9 +100,9 @@ def test_a_real_outage_during_json_schema_is_not_taken_for_a_refusal(openai_stub
     openai_stub.chat_script["fallback-model"] = [("status", 500)]
     x = extractor(openai_stub)
     with pytest.raises(LLMCallError):
-        x.extract("u", "a")
+        x.extract(*LISBON)
     openai_stub.chat_script["main-model"] = [("reply", GOOD)]
-    assert x.extract("u", "a").subjects
+    assert x.extract(*LISBON).subjects
     assert openai_stub.chat_calls()[-1]["response_format"]["type"] == "json_schema"  # still asked for
 
 
@@ -109,7 +110,7 @@ def test_a_reply_cut_at_the_token_limit_is_asked_again_with_twice_the_limit(open
     openai_stub.chat_script["main-model"] = [("cut_below", 1000)]
     openai_stub.default_chat_reply = lambda body: GOOD
     x = extractor(openai_stub)  # max_tokens 800: cut; 1,600: whole
-    assert x.extract("u", "a").subjects
+    assert x.extract(*LISBON).subjects
     assert [c["max_tokens"] for c in openai_stub.chat_calls()] == [800, 1600]
 
 
@@ -118,14 +119,14 @@ def test_a_reply_cut_twice_is_never_stored_half(openai_stub):
     openai_stub.chat_script["fallback-model"] = [("cut_below", 10**6)]
     openai_stub.default_chat_reply = lambda body: GOOD
     with pytest.raises(LLMCallError, match="cut at the token limit"):
-        extractor(openai_stub, attempts=1).extract("u", "a")
+        extractor(openai_stub, attempts=1).extract(*LISBON)
 
 
 def test_everything_failing_raises_a_clear_error(openai_stub):
     openai_stub.chat_script["main-model"] = [("status", 500)]
     openai_stub.chat_script["fallback-model"] = [("status", 503)]
     with pytest.raises(LLMCallError, match="2 model"):
-        extractor(openai_stub).extract("u", "a")
+        extractor(openai_stub).extract(*LISBON)
 
 
 def test_a_failing_pair_is_recorded_and_retried_later_without_blocking_others(database, openai_stub, embedder16):
@@ -182,3 +183,78 @@ def test_the_llms_facts_become_the_pairs_fact_keys_replaced_on_a_new_extraction(
     import_records([(f"line {n}", json.loads(line)) for n, line in enumerate(lines, 1)], "bob", database=database,
                    embedder=embedder16)
     assert fact_keys("bob") == fact_keys("alice")
+
+
+def test_what_the_pair_does_not_say_is_dropped_and_the_rest_kept(openai_stub, caplog):
+    # Valid JSON about things the text never mentions (a small model's habit): the subject, the fact and the
+    # time the pair does not hold are dropped; the grounded ones stay, however the model worded them.
+    openai_stub.chat_script["main-model"] = [("reply", json.dumps({
+        "summary": "User plans a trip.", "times": ["in June", "last Saturday"],
+        "facts": ["My sister Dana comes along.", "I live in Porto."],
+        "subjects": [{"name": "Lisbon Trip", "description": "", "type": "event"},
+                     {"name": "Tagus Bridge", "description": "crosses the Douro", "type": "place"},
+                     {"name": "Douro Trip", "description": "", "type": "event"},
+                     {"name": "Dana", "description": "sister", "type": "person"}]}))]
+    with caplog.at_level("INFO", logger="dreaming_dagster.extraction.providers"):
+        result = extractor(openai_stub).extract("I'm going to Lisbon with my sister Dana in June", "Have fun!")
+    assert [s.name for s in result.subjects] == ["Lisbon Trip", "Dana"]
+    assert result.facts == ["My sister Dana comes along."] and result.times == ["in June"]
+    assert "'Tagus Bridge'" in caplog.text and "'Douro Trip'" in caplog.text and "'last Saturday'" in caplog.text
+
+
+def test_a_refined_name_the_descriptions_do_not_hold_keeps_the_subjects_own(openai_stub):
+    from dreaming_dagster.pipeline.refinement import OpenAIRefiner
+
+    client = JSONChatClient(model="main-model", base_url=openai_stub.base_url, api_key="k", backoff_s=0.0)
+    refiner = OpenAIRefiner(client, max_in_flight=2)
+    openai_stub.default_chat_reply = lambda body: json.dumps(
+        {"name": "Tagus Bridge" if "Lisbon" in body["messages"][1]["content"] else "Merrell Moab Boots",
+         "narrative": "Bought in May; too stiff at first."})
+    boots, lisbon = refiner.refine_many([("Hiking Boots", "Merrell Moab bought in May | too stiff at first"),
+                                         ("Lisbon", "anniversary trip | Rachel wants Porto too")])
+    assert boots.name == "Merrell Moab Boots"  # grounded in its descriptions: the better name is taken
+    assert lisbon.name == "Lisbon" and lisbon.narrative  # invented: the subject keeps its own name
+
+
+def test_the_fallback_model_at_its_own_endpoint_answers_while_the_primary_is_down(openai_stub, clean_env):
+    from dreaming_dagster.config.settings import DreamingSettings
+    from dreaming_dagster.llm.client import chat_client
+    from tests.conftest import free_port
+
+    # The primary's server is down (nothing listens); the fallback is served elsewhere with its own key.
+    clean_env.setenv("DREAMING_LLM_MODEL", "hosted-model")
+    clean_env.setenv("DREAMING_LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    clean_env.setenv("DREAMING_LLM_FALLBACK_MODEL", "fallback-model")
+    clean_env.setenv("DREAMING_LLM_FALLBACK_BASE_URL", openai_stub.base_url)
+    clean_env.setenv("DREAMING_LLM_FALLBACK_API_KEY", "local-key")
+    clean_env.setenv("DREAMING_LLM_BACKOFF_SECONDS", "0")
+    openai_stub.chat_script["fallback-model"] = [("reject_schema", 500)]  # and the local server refuses json_schema
+    openai_stub.default_chat_reply = lambda body: GOOD
+    client = chat_client(DreamingSettings())
+    x = OpenAIExtractor(client)
+    for _ in range(2):
+        assert [s.name for s in x.extract(*LISBON).subjects] == ["Lisbon", "Sister Dana"]
+    assert client.calls_by_model["hosted-model"] == 2 * 3  # every attempt at the primary, each time
+    calls = openai_stub.chat_calls("fallback-model")
+    assert [c["response_format"]["type"] for c in calls] == ["json_schema", "json_object", "json_object"]
+    assert {r["authorization"] for r in openai_stub.requests} == {"Bearer local-key"}
+
+
+def test_calls_refused_while_the_format_is_probed_wait_for_its_answer(openai_stub):
+    import time
+
+    # llama.cpp's server refuses json_schema at once and answers slowly: five calls in flight are all refused
+    # before the first one's probe has its answer. None of them may count the refusal as a failure.
+    openai_stub.chat_script["main-model"] = [("reject_schema", 500)]
+
+    def slow_answer(body):
+        time.sleep(0.5)
+        return GOOD
+
+    openai_stub.default_chat_reply = slow_answer
+    client = JSONChatClient(model="main-model", base_url=openai_stub.base_url, api_key="k", attempts_per_model=1,
+                            backoff_s=0.0)
+    results = OpenAIExtractor(client, max_in_flight=5).extract_many([LISBON] * 5)
+    assert all(not isinstance(r, Exception) and r.subjects for r in results), results
+    formats = [c["response_format"]["type"] for c in openai_stub.chat_calls()]
+    assert formats.count("json_object") == 5 and formats.count("json_schema") <= 5

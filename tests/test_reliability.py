@@ -207,7 +207,8 @@ def test_cli_recall_rejects_an_unrepresentable_as_of(clean_env, database_url):
 
 # -------------------------------------------------------------------- 3. NUL bytes in an LLM's output
 def test_a_nul_in_the_llms_reply_is_cleaned_and_blocks_nobody(database, openai_stub, embedder16):
-    save_pairs("alice", [pair(i) for i in range(6)], database=database, embedder=embedder16)
+    save_pairs("alice", [pair(i, user_message=f"Lisbon, day {i}") for i in range(6)], database=database,
+               embedder=embedder16)
     nul_reply = json.dumps({"summary": "Lis\u0000bon \ud800trip", "subjects": [
         {"name": "Lis\u0000bon", "description": "a\u0000b", "type": "place"}]})
     openai_stub.default_chat_reply = lambda body: nul_reply

@@ -111,7 +111,8 @@ def test_an_llm_extractor_is_called_once_a_pair(database, local_embedder, openai
         return OpenAIExtractor(JSONChatClient(model="main-model", base_url=openai_stub.base_url, api_key="k",
                                               attempts_per_model=1))
 
-    result = save_and_sync("alice", [exchange(0), exchange(1)], database=database, embedder=local_embedder,
+    # Two Yosemite exchanges, so the subject is grounded in both.
+    result = save_and_sync("alice", [exchange(0), exchange(4)], database=database, embedder=local_embedder,
                            extractor=llm(), refiner=OfflineRefiner())
     assert result.synced.extraction["pairs"] == 2
     assert len(openai_stub.chat_calls("main-model")) == 2

@@ -73,6 +73,12 @@ class DreamingSettings(BaseSettings):
     llm_api_key: str | None = None
     llm_model: str | None = None
     llm_fallback_model: str | None = None
+    """a second model, tried when every attempt with DREAMING_LLM_MODEL failed"""
+    llm_fallback_base_url: str | None = None
+    """where the fallback model is served, when not at DREAMING_LLM_BASE_URL (a local server behind a hosted
+    model, say)"""
+    llm_fallback_api_key: str | None = None
+    """the fallback endpoint's key; unset: DREAMING_LLM_API_KEY"""
     llm_attempts_per_model: int = Field(default=3, ge=1, le=10)
     llm_backoff_seconds: float = Field(default=1.0, ge=0)
     llm_timeout_seconds: float = Field(default=60.0, gt=0)
@@ -189,6 +195,7 @@ class DreamingSettings(BaseSettings):
 
     @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "embedding_model_cache_dir", "embedding_model", "embedding_base_url", "embedding_api_key",
                      "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",
+                     "llm_fallback_base_url", "llm_fallback_api_key",
                      mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:

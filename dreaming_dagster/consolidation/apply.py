@@ -9,7 +9,9 @@ error rolls the whole pass back.
 Rules: every id must be a live subject of this user and graph; pinned subjects are never changed;
 protected subjects (importance ≥ 0.8 or reinforced ≥ 5 times) are never archived or superseded — a merge
 loses nothing (links, counts and dates carry over to the target), so they may merge; a merge may not drop
-a number, acronym or proper-noun word of a source from the target's name; names must stay unique.
+a number, acronym or proper-noun word of a source from the target's name; names must stay unique; a
+rename must be grounded in the subject's own name or descriptions, a created subject in the graph's
+(``extraction/grounding.py``), so a pass cannot name what the memory never said.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dreaming_dagster.consolidation.mutations import (
     UpdateDescription,
 )
 from dreaming_dagster.consolidation.rules import Protection, is_protected, merge_drops_identity
+from dreaming_dagster.extraction.grounding import TextWords, is_grounded
 from dreaming_dagster.extraction.normalize import normalize_subject_name
 from dreaming_dagster.extraction.schema import SUBJECT_TYPES
 from dreaming_dagster.pipeline.merging import append_description
@@ -53,6 +56,8 @@ class GraphState:
         self.names = {s["subject_text"].casefold(): s["id"] for s in snapshot}
         self.protection = protection or Protection()
         self.creates = 0
+        # The words of the graph as the pass found it: what a created subject must be grounded in.
+        self.memory_words = TextWords.of(*(f"{s['subject_text']} {s.get('description_text') or ''}" for s in snapshot))
 
     def _subject(self, subject_id: str) -> dict:
         subject = self.live.get(subject_id)
@@ -122,6 +127,8 @@ class GraphState:
             subject = self._subject(m.subject)
             self._not_pinned(subject)
             clean = self._free_name(m.name, owner=subject["id"])
+            if not is_grounded(clean, TextWords.of(subject["subject_text"], subject["description_text"])):
+                raise _Refused(f"{clean!r} is not grounded in {subject['subject_text']!r}'s name or descriptions")
             before = subject["subject_text"]
             if self.names.get(before.casefold()) == subject["id"]:
                 del self.names[before.casefold()]
@@ -147,6 +154,8 @@ class GraphState:
             return {"old": old["subject_text"], "new": new["subject_text"], "reason": m.reason}
         if isinstance(m, CreateSubject):
             clean = self._free_name(m.name)
+            if not is_grounded(clean, self.memory_words):
+                raise _Refused(f"{clean!r} is not grounded in any subject's name or descriptions")
             self.creates += 1
             placeholder = f"new:{self.creates}"
             self.names[clean.casefold()] = placeholder

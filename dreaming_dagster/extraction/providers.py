@@ -18,6 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol
 
 from dreaming_dagster.extraction import entities
+from dreaming_dagster.extraction.grounding import grounded_extraction
 from dreaming_dagster.extraction.schema import ExtractedSubject, Extraction, json_schema
 from dreaming_dagster.llm.client import JSONChatClient, call_each
 from dreaming_dagster.prompts import load_prompt
@@ -196,7 +197,8 @@ def _worker_started() -> None:
 
 # ----------------------------------------------------------------------------------------------- openai
 class OpenAIExtractor:
-    """Structured extraction through an OpenAI-compatible chat endpoint, up to ``max_in_flight`` calls."""
+    """Structured extraction through an OpenAI-compatible chat endpoint, up to ``max_in_flight`` calls.
+    What the answer names that the pair's text does not say is dropped (``extraction/grounding.py``)."""
 
     provider = "openai"
 
@@ -208,7 +210,11 @@ class OpenAIExtractor:
                     f"Assistant: {assistant_message[:MAX_PROMPT_CHARS_PER_TURN]}")
         messages = [{"role": "system", "content": load_prompt("extraction")},
                     {"role": "user", "content": exchange}]
-        return self.client.ask(messages, Extraction, "pair_extraction", json_schema())
+        answer = self.client.ask(messages, Extraction, "pair_extraction", json_schema())
+        extraction, dropped = grounded_extraction(answer, user_message, assistant_message)
+        if dropped:
+            logger.info("extraction named what the pair does not say; dropped %s", ", ".join(dropped))
+        return extraction
 
     def extract_many(self, pairs: Sequence[tuple[str, str]],
                      memory: SubjectMemory | None = None) -> list[Extraction | Exception]:

@@ -2,7 +2,7 @@
 
 Structured output first (``response_format`` json_schema); a server that refuses it — whatever the status
 and the message (OpenAI-style servers answer 400, llama.cpp's server 500) — is asked the same request with
-``json_object`` and the schema (once a client), and when that answers, with ``json_object`` from then on. A reply cut at the
+``json_object`` and the schema (once an endpoint), and when that answers, with ``json_object`` from then on. A reply cut at the
 token limit (``finish_reason`` "length") is asked again once with twice the limit and never parsed half.
 Every reply goes through tolerant parsing and pydantic validation.
 
@@ -165,53 +165,82 @@ def retry_after_seconds(error: BaseException | None) -> float | None:
         return None
 
 
-class JSONChatClient:
-    def __init__(self, *, model: str, base_url: str | None, api_key: str | None,
-                 fallback_model: str | None = None, temperature: float = 0.2, max_tokens: int = 800,
-                 attempts_per_model: int = 3, backoff_s: float = 1.0, timeout_s: float = 60.0):
+class _Endpoint:
+    """One OpenAI-compatible server as this client has found it: whether it takes json_schema output."""
+
+    def __init__(self, base_url: str | None, api_key: str | None, timeout_s: float):
         import openai
 
+        # Retries are ours (tenacity, with the fallback model after them), so the SDK's are off; the
+        # transport enforces the total deadline per call.
+        self.client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0,
+            http_client=http.Client(transport=DeadlineTransport(timeout_s), timeout=timeout_s))
+        self.json_schema_supported = True
+        self.format_probed = False  # json_object tried once after a json_schema request failed
+        self.probe_done = threading.Event()  # calls refused while the probe runs wait for its answer
+
+
+class JSONChatClient:
+    """``fallback_base_url``/``fallback_api_key``: where the fallback model is served, when not at the
+    primary's endpoint (a local server behind a hosted model, say); each endpoint's format is found apart."""
+
+    def __init__(self, *, model: str, base_url: str | None, api_key: str | None,
+                 fallback_model: str | None = None, fallback_base_url: str | None = None,
+                 fallback_api_key: str | None = None, temperature: float = 0.2, max_tokens: int = 800,
+                 attempts_per_model: int = 3, backoff_s: float = 1.0, timeout_s: float = 60.0):
         self.model, self.fallback_model = model, fallback_model
         self.temperature, self.max_tokens = temperature, max_tokens
         self.attempts_per_model, self.backoff_s, self.timeout_s = attempts_per_model, backoff_s, timeout_s
-        # Retries are ours (tenacity, with the fallback model after them), so the SDK's are off; the
-        # transport enforces the total deadline per call.
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0,
-            http_client=http.Client(transport=DeadlineTransport(timeout_s), timeout=timeout_s))
-        self._json_schema_supported = True
-        self._format_probed = False  # json_object tried once after a json_schema request failed
+        primary = _Endpoint(base_url, api_key, timeout_s)
+        self._endpoints = {model: primary}
+        if fallback_model:
+            apart = fallback_base_url is not None or fallback_api_key is not None
+            self._endpoints[fallback_model] = (_Endpoint(fallback_base_url or base_url, fallback_api_key or api_key,
+                                                         timeout_s) if apart else primary)
         self._lock = threading.Lock()
         self.calls_by_model: dict[str, int] = {}
 
     def _create(self, model: str, messages: list[dict], schema_name: str, schema: dict, max_tokens: int):
         import openai
 
+        endpoint = self._endpoints[model]
         with self._lock:
             self.calls_by_model[model] = self.calls_by_model.get(model, 0) + 1
-            use_schema = self._json_schema_supported
+            use_schema = endpoint.json_schema_supported
         common = {"model": model, "messages": messages, "temperature": self.temperature, "max_tokens": max_tokens}
         # json_object with the schema beside it: servers that take it (llama.cpp's) constrain the output to it.
         as_object = {"type": "json_object", "schema": schema}
         if use_schema:
             try:
-                return self._client.chat.completions.create(**common, response_format={
+                return endpoint.client.chat.completions.create(**common, response_format={
                     "type": "json_schema",
                     "json_schema": {"name": schema_name, "schema": schema, "strict": True}})
             except openai.APIStatusError as refused:
-                with self._lock:  # one probe a client: an outage must not double every attempt
-                    probe, self._format_probed = not self._format_probed, True
-                if refused.status_code in NOT_ABOUT_THE_FORMAT or not probe:
+                if refused.status_code in NOT_ABOUT_THE_FORMAT:
                     raise
+                with self._lock:  # one probe an endpoint: an outage must not double every attempt
+                    probe, endpoint.format_probed = not endpoint.format_probed, True
+                if not probe:
+                    # Refused while (or after) another call probed: its answer decides for this one too.
+                    endpoint.probe_done.wait(self.timeout_s)
+                    if endpoint.json_schema_supported:
+                        raise
+                    return endpoint.client.chat.completions.create(**common, response_format=as_object)
                 # The same request as json_object: if it answers, the server refused the format, whatever it
                 # said; if it fails too, its error is the one that counts (retried as any other).
-                response = self._client.chat.completions.create(**common, response_format=as_object)
+                try:
+                    response = endpoint.client.chat.completions.create(**common, response_format=as_object)
+                except Exception:
+                    endpoint.probe_done.set()
+                    raise
                 logger.info("endpoint refused json_schema output (HTTP %s: %s); using json_object from now on",
                             refused.status_code, str(refused)[:200])
                 with self._lock:
-                    self._json_schema_supported = False
+                    endpoint.json_schema_supported = False
+                endpoint.probe_done.set()
                 return response
-        return self._client.chat.completions.create(**common, response_format=as_object)
+        return endpoint.client.chat.completions.create(**common, response_format=as_object)
 
     def _wait(self, state: RetryCallState) -> float:
         """Retry-After when the server names a wait (capped), else exponential backoff."""
@@ -289,6 +318,7 @@ def chat_client(settings: DreamingSettings, max_tokens: int = 800) -> JSONChatCl
     if not settings.llm_model:
         raise ValueError("the openai LLM provider needs DREAMING_LLM_MODEL")
     return JSONChatClient(model=settings.llm_model, base_url=settings.llm_base_url, api_key=settings.llm_api_key,
-                          fallback_model=settings.llm_fallback_model, max_tokens=max_tokens,
+                          fallback_model=settings.llm_fallback_model, fallback_base_url=settings.llm_fallback_base_url,
+                          fallback_api_key=settings.llm_fallback_api_key, max_tokens=max_tokens,
                           attempts_per_model=settings.llm_attempts_per_model,
                           backoff_s=settings.llm_backoff_seconds, timeout_s=settings.llm_timeout_seconds)

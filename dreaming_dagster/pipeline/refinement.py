@@ -3,18 +3,21 @@ narrative. ``openai`` asks the LLM (15 calls in flight); ``offline`` synthesises
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, field_validator
 
+from dreaming_dagster.extraction.grounding import TextWords, is_grounded
 from dreaming_dagster.extraction.normalize import canonical_name
 from dreaming_dagster.llm.client import JSONChatClient, call_each
 from dreaming_dagster.llm.schemas import strict_schema
 from dreaming_dagster.pipeline.merging import description_fragments
 from dreaming_dagster.prompts import load_prompt
 
+logger = logging.getLogger(__name__)
 MAX_NAME_WORDS = 5
 
 
@@ -77,7 +80,13 @@ class OpenAIRefiner:
     def refine(self, name: str, description: str) -> Refinement:
         messages = [{"role": "system", "content": load_prompt("refinement")},
                     {"role": "user", "content": f"Current name: {name}\nDescriptions: {description[:12000]}"}]
-        return self.client.ask(messages, Refinement, "subject_refinement", refinement_schema())
+        refined = self.client.ask(messages, Refinement, "subject_refinement", refinement_schema())
+        if not is_grounded(refined.name, TextWords.of(name, description)):
+            # A new name the descriptions do not support is the model's invention: the subject keeps its own.
+            logger.info("refinement renamed %r to %r, which its descriptions do not say; keeping %r",
+                        name, refined.name, name)
+            refined = refined.model_copy(update={"name": canonical_name(name, MAX_NAME_WORDS)})
+        return refined
 
     def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
         return call_each(self.refine, subjects, self.max_in_flight)
