@@ -258,3 +258,16 @@ def test_calls_refused_while_the_format_is_probed_wait_for_its_answer(openai_stu
     assert all(not isinstance(r, Exception) and r.subjects for r in results), results
     formats = [c["response_format"]["type"] for c in openai_stub.chat_calls()]
     assert formats.count("json_object") == 5 and formats.count("json_schema") <= 5
+
+
+def test_the_same_model_name_at_a_fallback_endpoint_is_a_second_target(openai_stub):
+    from tests.conftest import free_port
+
+    # A hosted "main-model" that is down, and the same model served locally: both are tried, in order.
+    client = JSONChatClient(model="main-model", base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="k",
+                            fallback_model="main-model", fallback_base_url=openai_stub.base_url,
+                            attempts_per_model=1, backoff_s=0.0)
+    openai_stub.default_chat_reply = lambda body: GOOD
+    assert OpenAIExtractor(client).extract(*LISBON).subjects
+    assert client.calls_by_model["main-model"] == 2 and len(openai_stub.chat_calls("main-model")) == 1
+    assert client.output_formats() == [("main-model", "json_schema"), ("main-model", "json_schema")]

@@ -144,4 +144,4 @@ def test_the_real_server_refuses_json_schema_and_cut_replies_are_never_parsed(ll
     with pytest.raises(LLMCallError, match="cut at the token limit \\(8 tokens\\)"):
         refiner.refine("Biscuit", "the user's dog | chews shoes")
     # The server answered 500 to json_schema; the client found json_object and keeps to it.
-    assert client._endpoints["smollm2"].json_schema_supported is False
+    assert client.output_formats() == [("smollm2", "json_object")]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from dreaming_dagster.extraction.entities import generic_subjects
+from dreaming_dagster.extraction.schema import Extraction
 
 _WORD = re.compile(r"\w+")
 MIN_PREFIX = 5
@@ -99,7 +100,8 @@ def grounded_names(names: Iterable[str], text: TextWords) -> tuple[list[str], li
     return kept, dropped
 
 
-def grounded_extraction(extraction, user_message: str, assistant_message: str):
+def grounded_extraction(extraction: Extraction, user_message: str,
+                        assistant_message: str) -> tuple[Extraction, list[str]]:
     """``extraction`` keeping what the pair's text grounds, and what was dropped (for the log and the bench):
     subjects grounded in either turn, facts in the user's turn (they are the user's statements), times
     verbatim in either turn."""

@@ -193,18 +193,24 @@ class JSONChatClient:
         self.temperature, self.max_tokens = temperature, max_tokens
         self.attempts_per_model, self.backoff_s, self.timeout_s = attempts_per_model, backoff_s, timeout_s
         primary = _Endpoint(base_url, api_key, timeout_s)
-        self._endpoints = {model: primary}
+        # (model, endpoint) in the order they are tried: a fallback may be the same model name elsewhere.
+        self._targets = [(model, primary)]
         if fallback_model:
             apart = fallback_base_url is not None or fallback_api_key is not None
-            self._endpoints[fallback_model] = (_Endpoint(fallback_base_url or base_url, fallback_api_key or api_key,
-                                                         timeout_s) if apart else primary)
+            self._targets.append((fallback_model, _Endpoint(fallback_base_url or base_url, fallback_api_key or api_key,
+                                                            timeout_s) if apart else primary))
         self._lock = threading.Lock()
         self.calls_by_model: dict[str, int] = {}
 
-    def _create(self, model: str, messages: list[dict], schema_name: str, schema: dict, max_tokens: int):
+    def output_formats(self) -> list[tuple[str, str]]:
+        """Each model, in the order tried, with the structured output its endpoint is asked for now."""
+        return [(model, "json_schema" if endpoint.json_schema_supported else "json_object")
+                for model, endpoint in self._targets]
+
+    def _create(self, model: str, endpoint: _Endpoint, messages: list[dict], schema_name: str, schema: dict,
+                max_tokens: int):
         import openai
 
-        endpoint = self._endpoints[model]
         with self._lock:
             self.calls_by_model[model] = self.calls_by_model.get(model, 0) + 1
             use_schema = endpoint.json_schema_supported
@@ -254,13 +260,13 @@ class JSONChatClient:
         logger.info("LLM call attempt %d failed (%s: %s); retrying", state.attempt_number,
                     type(error).__name__, str(error)[:200])
 
-    def _ask_model(self, model: str, messages: list[dict], answer_model: type[ModelT], schema_name: str,
-                   schema: dict) -> ModelT:
+    def _ask_model(self, model: str, endpoint: _Endpoint, messages: list[dict], answer_model: type[ModelT],
+                   schema_name: str, schema: dict) -> ModelT:
         def attempt() -> ModelT:
-            response = self._create(model, messages, schema_name, schema, self.max_tokens)
+            response = self._create(model, endpoint, messages, schema_name, schema, self.max_tokens)
             if response.choices[0].finish_reason == "length":  # cut mid-answer: once more with room to finish
                 logger.info("LLM reply cut at %d tokens; asking again with %d", self.max_tokens, 2 * self.max_tokens)
-                response = self._create(model, messages, schema_name, schema, 2 * self.max_tokens)
+                response = self._create(model, endpoint, messages, schema_name, schema, 2 * self.max_tokens)
                 if response.choices[0].finish_reason == "length":
                     raise LLMOutputError(f"the reply was cut at the token limit ({2 * self.max_tokens} tokens)")
             content = response.choices[0].message.content or ""
@@ -272,16 +278,15 @@ class JSONChatClient:
 
     def ask(self, messages: list[dict], answer_model: type[ModelT], schema_name: str, schema: dict) -> ModelT:
         errors: list[BaseException] = []
-        models = [self.model] + ([self.fallback_model] if self.fallback_model else [])
-        for model in models:
+        for model, endpoint in self._targets:
             try:
-                return self._ask_model(model, messages, answer_model, schema_name, schema)
+                return self._ask_model(model, endpoint, messages, answer_model, schema_name, schema)
             except Exception as exc:  # the last attempt's error; the next model gets its own attempts
                 logger.info("LLM model %s failed: %s: %s", model, type(exc).__name__, str(exc)[:200])
                 errors.append(exc)
         last = errors[-1]
         error_type = ProviderUnavailableError if all(_provider_side(e) for e in errors) else LLMCallError
-        raise error_type(f"{len(models)} model(s) × up to {self.attempts_per_model} attempts failed; last: "
+        raise error_type(f"{len(self._targets)} model(s) × up to {self.attempts_per_model} attempts failed; last: "
                          f"{type(last).__name__}: {str(last)[:300]}") from last
 
 
