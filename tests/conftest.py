@@ -256,11 +256,9 @@ def run_concurrently(func, times: int) -> list:
 
 def free_port() -> int:
     """A TCP port nothing listens on now (for servers a test starts)."""
-    import socket
+    from dreaming_dagster.llm.local_server import free_port as local_free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return local_free_port()
 
 
 # Of the slice's questions, the two whose `_S` haystacks the slice's split chooses (one dev, one training).

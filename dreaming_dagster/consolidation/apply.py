@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import psycopg
 
@@ -56,8 +57,13 @@ class GraphState:
         self.names = {s["subject_text"].casefold(): s["id"] for s in snapshot}
         self.protection = protection or Protection()
         self.creates = 0
-        # The words of the graph as the pass found it: what a created subject must be grounded in.
-        self.memory_words = TextWords.of(*(f"{s['subject_text']} {s.get('description_text') or ''}" for s in snapshot))
+        self._snapshot = snapshot
+
+    @cached_property
+    def memory_words(self) -> TextWords:
+        """The words of the graph as the pass found it: what a created subject must be grounded in (read
+        only for a pass that creates one)."""
+        return TextWords.of(*(f"{s['subject_text']} {s.get('description_text') or ''}" for s in self._snapshot))
 
     def _subject(self, subject_id: str) -> dict:
         subject = self.live.get(subject_id)

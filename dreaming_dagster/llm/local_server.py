@@ -34,6 +34,7 @@ def smollm2_path() -> Path:
 
 
 def free_port() -> int:
+    """A local TCP port nothing listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
