@@ -210,10 +210,13 @@ def test_a_refined_name_the_descriptions_do_not_hold_keeps_the_subjects_own(open
     openai_stub.default_chat_reply = lambda body: json.dumps(
         {"name": "Tagus Bridge" if "Lisbon" in body["messages"][1]["content"] else "Merrell Moab Boots",
          "narrative": "Bought in May; too stiff at first."})
-    boots, lisbon = refiner.refine_many([("Hiking Boots", "Merrell Moab bought in May | too stiff at first"),
-                                         ("Lisbon", "anniversary trip | Rachel wants Porto too")])
+    boots, lisbon, long_name = refiner.refine_many([
+        ("Hiking Boots", "Merrell Moab bought in May | too stiff at first"),
+        ("Lisbon", "anniversary trip | Rachel wants Porto too"),
+        ("Lisbon Anniversary Trip With Rachel And Dana", "Lisbon in June | Porto too")])
     assert boots.name == "Merrell Moab Boots"  # grounded in its descriptions: the better name is taken
     assert lisbon.name == "Lisbon" and lisbon.narrative  # invented: the subject keeps its own name
+    assert long_name.name == "Lisbon Anniversary Trip With Rachel And Dana"  # kept whole, never cut to five words
 
 
 def test_the_fallback_model_at_its_own_endpoint_answers_while_the_primary_is_down(openai_stub, clean_env):

@@ -85,7 +85,7 @@ class OpenAIRefiner:
             # A new name the descriptions do not support is the model's invention: the subject keeps its own.
             logger.info("refinement renamed %r to %r, which its descriptions do not say; keeping %r",
                         name, refined.name, name)
-            refined = refined.model_copy(update={"name": canonical_name(name, MAX_NAME_WORDS)})
+            refined = refined.model_copy(update={"name": name})  # as stored: a longer name is not cut
         return refined
 
     def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
