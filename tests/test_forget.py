@@ -199,6 +199,43 @@ def test_a_short_subject_name_inside_other_words_forgets_no_unrelated_summary(da
     assert matches == [True, False, False]
 
 
+def test_a_deleted_subjects_inflected_mentions_are_forgotten_too(database, local_embedder):
+    """Names are stored singular ("my two dogs" → "Dog"): a summary or an audit that says "dogs", "Dog's" or
+    "Adidas sneakers" names the deleted subject and goes with it; "hotdogs" does not."""
+    ids = save_pairs("alice", [
+        {"session_id": "s1", "user_message": f"My two dogs chewed my Adidas sneakers ({n}).",
+         "assistant_message": "Oh no.", "occurred_at": f"2026-01-0{n + 1}T10:00:00Z"} for n in range(2)],
+        database=database, embedder=local_embedder).pair_ids
+    with database.connect() as conn:
+        for name in ("Dog", "Adidas Sneaker", "Berry"):
+            subject = conn.execute("INSERT INTO subjects (user_id, kg_id, subject_text, subject_type, description_text) "
+                                   "VALUES ('alice', 'default', %s, 'thing', %s) RETURNING id", (name, name)
+                                   ).fetchone()["id"]
+            conn.execute("INSERT INTO subject_memory_pair_links (subject_id, pair_id, user_id, kg_id) "
+                         "VALUES (%s, %s, 'alice', 'default')", (subject, ids[0]))
+    said = ["Dream summary: the dogs love the park.", "Dream summary: new adidas sneakers, again.",
+            "Dream summary: picked berries.", "Dream summary: the Dog's vet visit.", "Dream summary: hotdogs."]
+    summaries = save_pairs("alice", [
+        {"session_id": DREAM_SESSION, "user_message": text, "assistant_message": "Noted.",
+         "occurred_at": f"2026-01-1{n}T10:00:00Z"} for n, text in enumerate(said)],
+        database=database, embedder=local_embedder).pair_ids
+    audits = ["Merged Dogs into Pet", "Renamed Adidas Sneakers", "dogs' walk", "ate hotdogs", "Raspberry jam"]
+    with database.connect() as conn:
+        for n, summary in enumerate(audits):
+            conn.execute("INSERT INTO dreaming_passes (user_id, kg_id, mode, provider, status, started_at, summary) "
+                         "VALUES ('alice', 'default', 'compact', 'offline', 'applied', now() + %s * interval '1 s', %s)",
+                         (n, summary))
+
+    result = forget_pairs("alice", [ids[0]], database=database)
+
+    assert result.subjects_deleted == 3
+    assert set(result.pair_ids) == {ids[0], *summaries[:4]}  # every inflection; "hotdogs" is another word
+    with database.connect() as conn:
+        passes = [row["summary"] for row in conn.execute(
+            "SELECT summary FROM dreaming_passes WHERE user_id = 'alice' ORDER BY started_at")]
+    assert [p.startswith("[redacted") for p in passes] == [True, True, True, False, False]
+
+
 def test_forget_a_session_and_what_is_refused(database, local_embedder):
     ids = dreamed(database, local_embedder, "alice", exchanges("a"))
     gone = forget_session("alice", "a-s1", database=database)

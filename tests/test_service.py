@@ -244,6 +244,14 @@ def test_dreaming_serve_from_outside_and_a_graceful_stop(cli_env, database_url):
                    (httpx.post(f"{url}/v1/recall", headers={**h, "content-type": "application/json"}, timeout=30,
                                content='{"user_id": "alice", "query": "q", "k": ' + "9" * 5000 + "}"), "k")]
         assert [(r.status_code, r.json()["error"]["field"]) for r, _ in hostile] == [(422, f) for _, f in hostile]
+        # A session id holding "/" is forgotten whether the client sends it encoded or as it is.
+        slashed = [pair(n, session=f"chat/{n}") for n in (42, 43)]
+        assert httpx.post(f"{url}/v1/pairs", headers=h, json={"user_id": "carol", "pairs": slashed},
+                          timeout=30).json()["inserted"] == 2
+        for sent in ("chat%2F42", "chat/43"):
+            gone = httpx.delete(f"{url}/v1/users/carol/sessions/{sent}", headers=h, timeout=30)
+            assert gone.status_code == 200 and gone.json()["pairs"] == 1, gone.text
+        assert httpx.get(f"{url}/v1/users/carol/pairs", headers=h, timeout=30).json()["pairs"] == []
         # A large save (seconds of embedding) in flight when SIGTERM arrives still completes, whole.
         big = [pair(i, session="big", user_message=f"long day number {i} " * 40) for i in range(100, 500)]
         answer: list = []

@@ -137,7 +137,10 @@ def run_pass(database: Database, embedder: Embedder, consolidator: Consolidator,
     policy = policy or PassPolicy()
     database.ensure_schema(embedder.spec)
     started_wall = time.perf_counter()
-    with user_graph_lock(database, user_id, kg_id):
+    with user_graph_lock(database, user_id, kg_id) as live:
+        if not live:  # erased (or never saved): a pass would write an audit, a state and a summary naming the user
+            return PassReport(user_id, kg_id, mode, consolidator.provider, "unchanged",
+                              summary="the graph holds no memory; nothing recorded")
         return _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, policy, now, started_wall)
 
 

@@ -126,6 +126,9 @@ def _forget(database: Database, result: Forgotten, kg_id: str, selection: dict) 
     started = time.perf_counter()
     params = {"user_id": result.user_id, "kg_id": kg_id, **selection}
     with user_graph_lock(database, result.user_id, kg_id), database.connect() as conn, conn.transaction():
+        # The word index's lock before the pairs' row locks, in the order indexing takes them (a sync indexing
+        # deferred pairs holds it while it adds their postings): the other order deadlocks.
+        conn.execute(load_sql("forget/lock_word_index"), params)
         pairs = conn.execute(load_sql("forget/pairs_to_forget"), params).fetchall()
         if pairs:
             _forget_rows(conn, result, params, pairs)
@@ -142,9 +145,8 @@ def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pair
         batch = {**params, "pair_ids": [row["id"] for row in pairs]}
         linked = [row["id"] for row in conn.execute(load_sql("forget/linked_subjects"), batch)]
         texts |= {row["text"] for row in conn.execute(load_sql("forget/forgotten_texts"), batch)}
-        words = [row["lexeme_id"] for row in conn.execute(load_sql("forget/pair_lexeme_ids"), batch)]
         conn.execute(load_sql("forget/delete_pairs"), batch)
-        conn.execute(load_sql("forget/delete_unused_lexemes"), {**params, "lexeme_ids": words})
+        conn.execute(load_sql("forget/delete_unused_lexemes"), params)
         gone = {row["id"]: row["subject_text"] for row in conn.execute(
             load_sql("forget/delete_unlinked_subjects"), {**params, "subject_ids": linked})}
         ids += batch["pair_ids"]
@@ -180,14 +182,23 @@ def _record(conn: psycopg.Connection, scope: str, params: dict, **counts: int) -
 
 def word_patterns(names: Iterable[str]) -> list[str]:
     """Postgres regular expressions (for ``lower(text) ~ pattern``) matching each name as a whole word of a
-    lower-cased text: not inside another word ("Pea" in "speak", "Bay" in "eBay"). ASCII punctuation (every
-    character a pattern gives a meaning) is escaped, so a name is never read as a pattern."""
+    lower-cased text, with its last word in any regular inflection a stored (singular) name stands for: the
+    plural ("Dog" → "dogs", "Berry" → "berries", "Box" → "boxes") and the possessive ("dog's", "dogs'"), but
+    never inside another word ("Pea" in "speak", "Bay" in "eBay"). ASCII punctuation (every character a
+    pattern gives a meaning) is escaped, so a name is never read as a pattern."""
     patterns = []
     for name in names:
-        if name.strip():
-            literal = "".join("\\" + c if c.isascii() and not c.isalnum() and not c.isspace() else c
-                              for c in name.lower())
-            patterns.append(f"(^|[^[:alnum:]_]){literal}($|[^[:alnum:]_])")
+        name = name.strip().lower()
+        if not name:
+            continue
+        literal = "".join("\\" + c if c.isascii() and not c.isalnum() and not c.isspace() else c for c in name)
+        if name[-1].isalpha():
+            # A consonant + y pluralises as -ies ("berry"); any other word ending in a letter takes -s or -es.
+            if name.endswith("y") and len(name) > 1 and name[-2] not in "aeiou":
+                literal = f"{literal[:-1]}(y|ies)"
+            else:
+                literal = f"{literal}(s|es)?"
+        patterns.append(f"(^|[^[:alnum:]_]){literal}($|[^[:alnum:]_])")
     return patterns
 
 

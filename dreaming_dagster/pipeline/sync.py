@@ -102,8 +102,9 @@ def run_stage(stage: Stage, inputs: StageInputs, kg_ids: list[str], totals: dict
         batches.accumulate(totals, stage.run(inputs, ""))
         return
     for kg_id in kg_ids:
-        with user_graphs.user_graph_lock(inputs.database, inputs.user_id, kg_id):
-            batches.accumulate(totals, stage.run(inputs, kg_id))
+        with user_graphs.user_graph_lock(inputs.database, inputs.user_id, kg_id) as live:
+            if live:  # an erasure that took the lock first leaves nothing to run on
+                batches.accumulate(totals, stage.run(inputs, kg_id))
 
 
 @dataclass
@@ -175,13 +176,15 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
             run_stage(stage, inputs, [], getattr(result, stage.result))
     for kg in kgs:
         done = {stage.asset: getattr(result, stage.result) for stage in STAGES if not stage.per_graph}
-        with user_graphs.user_graph_lock(database, user_id, kg):
+        with user_graphs.user_graph_lock(database, user_id, kg) as live:
+            if not live:  # erased since the graphs were listed: nothing may be written for it
+                continue
             for stage in STAGES:
                 if stage.per_graph:
                     stats = stage.run(inputs, kg)
                     batches.accumulate(getattr(result, stage.result), stats)
                     done[stage.asset] = batches.stats_dict(stats)
-        record_fast_path_sync(database, user_id, kg, done)
+            record_fast_path_sync(database, user_id, kg, done)  # under the lock: an erasure cannot slip in before it
     result.merge["merge_ratio"] = merge_ratio(result.merge.get("created", 0), result.merge.get("merged", 0))
     result.warnings = [f"'{name}' is now a hub: linked to over {100 * inputs.hubs.share:.0f}% of the pairs, it "
                        "stays browsable and carries no ranking weight" for name in result.links.get("new_hubs", [])]

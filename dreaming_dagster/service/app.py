@@ -354,7 +354,8 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
         owner = found(pair_owner(pair_id, key.kg_id, database=database), "pair", pair_id)
         return Forgotten(**forget_pairs(owner, [pair_id], key.kg_id, database=database).as_dict())
 
-    @app.delete("/v1/users/{user_id}/sessions/{session_id}", summary="Forget every pair of one session")
+    # A session id may hold "/" ("chat/42"): the rest of the path is the id, sent as is or as %2F.
+    @app.delete("/v1/users/{user_id}/sessions/{session_id:path}", summary="Forget every pair of one session")
     def forget_user_session(user_id: str, session_id: str, key: Key) -> Forgotten:
         from dreaming_dagster.memory.forgetting import forget_session
 
