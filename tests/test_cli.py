@@ -40,6 +40,13 @@ def test_ingest_strict_writes_nothing(cli_env, database, tmp_path):
     assert result.exit_code == 2
     assert "line 2: field 'user_message'" in result.output
     assert count(database, "alice") == 1  # the valid line 1 was not stored either
+    # A key twice in one line (json would keep the last value silently) is refused, naming the key.
+    twice = write_jsonl(tmp_path / "twice.jsonl", [json.dumps(pair(3)), json.dumps(pair(4))[:-1] + ', "user_message": "x"}'])
+    result = CliRunner().invoke(main, ["ingest", str(twice), "--user", "alice", "--strict"])
+    assert result.exit_code == 2 and "line 2: field 'user_message'" in result.output and "twice" in result.output
+    assert count(database, "alice") == 1
+    loose = CliRunner().invoke(main, ["ingest", str(twice), "--user", "alice"])
+    assert "inserted 1" in loose.output and "line 2: field 'user_message'" in loose.output
 
 
 def test_ingest_bad_user_names_the_field(cli_env, tmp_path):

@@ -136,7 +136,19 @@ def test_an_import_checks_the_whole_file_before_it_stores_anything(clean_env, da
                                                        "first_day": "2024-13-01", "last_day": "2024-01-01",
                                                        "granularity": "day", "certainty": 1}])) if n == 0 else p
                 for n, p in enumerate(pairs)]
+    def extracted(items: list) -> list[dict]:
+        return [dict(p, dream=dict(p["dream"], extracted_subjects=items)) if n == 0 else p
+                for n, p in enumerate(pairs)]
+
     cases = {
+        "extracted subject of unknown fields": (variant(pairs=extracted([{"foo": 1}])),
+                                                "dream.extracted_subjects[0].foo"),
+        "extracted subjects not objects": (variant(pairs=extracted(["oops", 3])), "dream.extracted_subjects[0]"),
+        "extracted subject without a name": (variant(pairs=extracted([{"subject_id": "not-a-uuid"}])),
+                                             "dream.extracted_subjects[0].name"),
+        "extracted subject of another instance": (variant(pairs=extracted([{"name": "Lisbon",
+                                                                            "subject_id": "not-a-uuid"}])),
+                                                  "dream.extracted_subjects[0].subject_id"),
         "repeated subject": (variant(subjects=[*subjects, subjects[0]],
                                      header={"subjects": len(subjects) + 1}), "subject.ref"),
         "subjects only": (variant(pairs=[]), "export.pairs"),
@@ -156,14 +168,38 @@ def test_an_import_checks_the_whole_file_before_it_stores_anything(clean_env, da
         assert refused.exit_code == 2 and field in refused.output and "line" in refused.output, (name, refused.output)
         assert dd.list_pairs("carol", database=database).pairs == [], name
         assert dd.list_subjects("carol", database=database, include_archived=True) == [], name
+    # A key twice in one object means two things: refused, as the HTTP API refuses it.
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join([json.dumps(variant()[0]), json.dumps(pairs[0])[:-1] + ', "session_id": "x"}',
+                                *[json.dumps(r) for r in variant()[2:]]]) + "\n")
+    refused = runner.invoke(main, ["ingest", str(twice), "--user", "carol"])
+    assert refused.exit_code == 2 and "session_id" in refused.output and "twice" in refused.output, refused.output
+    # A failure half-way through the writes (after the pairs and subjects) stores nothing either.
     whole = tmp_path / "whole.jsonl"
     whole.write_text("\n".join(json.dumps(r) for r in variant()) + "\n")
+    from dreaming_dagster.memory import export
+
+    def failing_write(*args, **kwargs):
+        raise RuntimeError("the disk filled up half-way")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(export, "write_keys", failing_write)
+        failed = runner.invoke(main, ["ingest", str(whole), "--user", "carol"])
+    assert failed.exit_code != 0 and "half-way" in str(failed.exception)
+    assert dd.list_pairs("carol", database=database).pairs == []
+    assert dd.list_subjects("carol", database=database, include_archived=True) == []
     imported = runner.invoke(main, ["ingest", str(whole), "--user", "carol"])
     links = sum(len(p["dream"]["subjects"]) for p in pairs)
     assert imported.exit_code == 0 and f"{len(subjects):,} subjects and {links:,} links imported" in imported.output
     with database.connect() as conn:
         stored = conn.execute("SELECT count(*) AS n FROM subject_memory_pair_links WHERE user_id = 'carol'").fetchone()
     assert stored["n"] == links
+    # The imported graph dreams on: a new pair is merged and linked by the next sync.
+    dd.save_pairs("carol", [{"session_id": "new", "user_message": "My cousin moved to Lisbon last month",
+                             "assistant_message": "Lovely city.", "occurred_at": "2026-05-01T10:00:00Z"}],
+                  database=database, embedder=local_embedder)
+    synced = dd.sync_user("carol", database=database, embedder=local_embedder, extractor=OfflineExtractor())
+    assert synced.extraction["pairs"] == 1 and synced.links.get("links", 0) >= 1
 
 
 def test_forget_and_inspect_commands(cli_env, tmp_path):

@@ -5,10 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from dreaming_dagster.extraction.providers import OpenAIExtractor
+from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError
 from dreaming_dagster.pipeline.extracting import extract_pending
+from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.sync import sync_user
 from tests.conftest import pair
 
 GOOD = json.dumps({"summary": "User plans a Lisbon trip.", "subjects": [
@@ -183,6 +185,39 @@ def test_the_llms_facts_become_the_pairs_fact_keys_replaced_on_a_new_extraction(
     import_records([(f"line {n}", json.loads(line)) for n, line in enumerate(lines, 1)], "bob", database=database,
                    embedder=embedder16)
     assert fact_keys("bob") == fact_keys("alice")
+    # Imported with the pairs' embedding deferred, they still come along (no stage would extract them again).
+    import_records([(f"line {n}", json.loads(line)) for n, line in enumerate(lines, 1)], "carol", database=database,
+                   embedder=embedder16, embed=False)
+    assert fact_keys("carol") == fact_keys("alice")
+
+
+def test_an_import_calls_the_model_before_it_holds_the_word_index_lock(database, openai_stub, embedder16):
+    """An import's transaction holds the word index's lock (one of 256 buckets, shared with other users) from
+    its first insert: every vector — pairs', subjects', keys' — is computed before it."""
+    from dreaming_dagster.memory.export import export_lines, import_records
+
+    records = [pair(n, session=f"s{n // 100}", user_message=f"I bought {n} red bikes for my sister Dana.")
+               for n in range(300)]  # more than one chunk of the import
+    save_pairs("alice", records, database=database, embedder=embedder16)
+    sync_user("alice", database=database, embedder=embedder16, extractor=OfflineExtractor(),
+              refiner=OfflineRefiner())
+    lines = list(export_lines("alice", database=database))
+    held_while_embedding: list[int] = []
+
+    class Watched(type(embedder16)):
+        def embed(self, texts):
+            with database.connect(vectors=False) as conn:
+                held_while_embedding.append(conn.execute(
+                    "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                    "AND classid = word_index_lock_class()::oid").fetchone()["n"])
+            return super().embed(texts)
+
+    watched = Watched(model="stub-embed-16", dimension=16, base_url=openai_stub.base_url, api_key="test",
+                      batch_size=64, max_retries=0, timeout_s=10)
+    imported = import_records([(f"line {n}", json.loads(line)) for n, line in enumerate(lines, 1)], "bob",
+                              database=database, embedder=watched)
+    assert imported.saved.inserted == 300 and imported.graph_imported
+    assert held_while_embedding and set(held_while_embedding) == {0}
 
 
 def test_what_the_pair_does_not_say_is_dropped_and_the_rest_kept(openai_stub, caplog):

@@ -33,9 +33,27 @@ class LineRecord:
     raw: Any
 
 
+class RepeatedKeyError(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _object_without_repeats(pairs: list[tuple[str, Any]]) -> dict:
+    """One JSON object; a key twice in it is refused (json's default keeps the last value silently, so a
+    record could mean two things), as the HTTP API and MCP refuse it."""
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise RepeatedKeyError(key)
+        seen[key] = value
+    return seen
+
+
 def read_jsonl(path: Path) -> Iterator[LineRecord | Rejection]:
     """Yield each non-blank line as a record, or a :class:`Rejection` for a line that is not UTF-8 or not
-    JSON (malformed, an integer too long to read, nesting too deep). A UTF-8 byte-order mark is skipped."""
+    JSON (malformed, a key twice in one object, an integer too long to read, nesting too deep). A UTF-8
+    byte-order mark is skipped."""
     with path.open("rb") as handle:
         for number, raw_line in enumerate(handle, start=1):
             where = f"line {number}"
@@ -50,7 +68,9 @@ def read_jsonl(path: Path) -> Iterator[LineRecord | Rejection]:
             if not line.strip():
                 continue
             try:
-                yield LineRecord(where=where, raw=json.loads(line))
+                yield LineRecord(where=where, raw=json.loads(line, object_pairs_hook=_object_without_repeats))
+            except RepeatedKeyError as exc:
+                yield Rejection(record=where, field=exc.key, reason=f"the key {exc.key!r} appears twice in one object")
             except json.JSONDecodeError as exc:
                 yield Rejection(record=where, field="json", reason=f"malformed JSON: {exc.msg} at column {exc.colno}")
             except ValueError as exc:  # an integer of more than 4,300 digits

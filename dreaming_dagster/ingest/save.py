@@ -108,7 +108,8 @@ def embed_or_none(embedder: Embedder, pairs: Sequence[MemoryPair], batch_size: i
 def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, kg_id: str,
                          pairs: Sequence[MemoryPair], *, embed: bool = True, batch_size: int = 64,
                          connection: psycopg.Connection | None = None,
-                         labels: Sequence[int | str] | None = None, index_words: bool | None = None) -> SaveResult:
+                         labels: Sequence[int | str] | None = None, index_words: bool | None = None,
+                         vectors: Mapping[str, PairVectors] | None = None) -> SaveResult:
     """Insert already-validated pairs for one user in one transaction.
 
     ``embed=False`` defers the vectors and, unless ``index_words=True``, the lexical index as well: the
@@ -119,7 +120,9 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
     and each refused one becomes a rejection labelled by ``labels`` (its record index or file line): one
     record never costs the batch. With ``connection`` the insert joins the caller's open transaction
     instead, and a refusal raises (``ingest --strict`` keeps a whole file in one transaction, so a failure
-    anywhere stores none of it).
+    anywhere stores none of it). ``vectors`` (by content hash) are the pairs' vectors as the caller computed
+    them before it opened that transaction, so no lock it holds waits for the model (a pair missing from it
+    is stored pending, for the embedding stage).
     """
     result = SaveResult()
     database.ensure_schema(embedder.spec)
@@ -142,10 +145,13 @@ def save_validated_pairs(database: Database, embedder: Embedder, user_id: str, k
         return result
 
     # Embed outside the transaction: the model is the slow part, the transaction stays short.
-    vectors = embed_or_none(embedder, new_pairs, batch_size) if embed else [(None, None)] * len(new_pairs)
+    if vectors is not None:
+        found = [vectors.get(pair.content_hash, (None, None)) for pair in new_pairs]
+    else:
+        found = embed_or_none(embedder, new_pairs, batch_size) if embed else [(None, None)] * len(new_pairs)
 
     tokens = [count_tokens(pair.user_message, pair.assistant_message) for pair in new_pairs]
-    rows = list(zip(new_pairs, tokens, vectors, strict=True))
+    rows = list(zip(new_pairs, tokens, found, strict=True))
     refused: set[str] = set()
     with _connection(database, connection) as conn:
         try:

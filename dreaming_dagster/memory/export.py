@@ -29,7 +29,7 @@ from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
 from dreaming_dagster.extraction.keys import KINDS as KEY_KINDS
 from dreaming_dagster.extraction.keys import Key
-from dreaming_dagster.ingest.save import SaveResult, save_validated_pairs
+from dreaming_dagster.ingest.save import SaveResult, embed_or_none, save_validated_pairs
 from dreaming_dagster.memory import ready_database
 from dreaming_dagster.memory.inspection import jsonable
 from dreaming_dagster.pipeline.batches import write_pair_times
@@ -120,21 +120,32 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
     pairs, dreams, subjects = read_export(records)
     result = Imported(saved=SaveResult())
     params = {"user_id": user_id, "kg_id": kg_id}
+    # Every vector before the transaction: from its first insert it holds the word index's lock, one of 256
+    # buckets other users' saves and forgets share, and no one should wait for the model.
+    with database.connect() as conn:
+        known = {row["content_hash"] for row in conn.execute(load_sql("memory_pairs/existing_content_hashes"), {
+            **params, "content_hashes": [p.content_hash for p in pairs]})}
+    new_pairs = [p for p in pairs if p.content_hash not in known]
+    pair_vectors = dict(zip([p.content_hash for p in new_pairs], embed_or_none(embedder, new_pairs, batch_size),
+                            strict=True)) if embed else {}
+    subject_vectors = embed_cached(embedder, [subject_embedding_text(s["name"]) for s in subjects])
+    # The keying stage's keys are deterministic: with embed=False the next dream writes them. An LLM's fact
+    # keys come with an extracted pair and no stage would write them again: they are written either way.
+    keys = [(pair.content_hash, Key(key["kind"], key["position"], key["text"]))
+            for pair, dream in zip(pairs, dreams, strict=True) for key in dream.get("keys") or []
+            if (dream.get("extracted") if key["kind"] == "fact" else embed and dream.get("keyed"))]
+    vectors_of_keys = key_vectors(embedder, keys)
     with user_graph_lock(database, user_id, kg_id), database.connect() as conn, conn.transaction():
         for start in range(0, len(pairs), CHUNK):
             result.saved.merge(save_validated_pairs(database, embedder, user_id, kg_id, pairs[start:start + CHUNK],
                                                     embed=embed, batch_size=batch_size, index_words=True,
-                                                    connection=conn))
+                                                    connection=conn, vectors=pair_vectors))
         if conn.execute(load_sql("export/graph_subject_count"), params).fetchone()["subjects"]:
             return result
         ids = {row["content_hash"]: row["id"] for row in conn.execute(load_sql("export/pair_ids_by_hash"), {
             **params, "hashes": [p.content_hash for p in pairs]})}
-        # Keys need vectors: with embed=False the keying stage's are left to the next dream, which writes the
-        # same keys (they are deterministic); an LLM's fact keys come with an extracted pair.
-        keys: list[tuple[object, Key]] = []
-        vectors = embed_cached(embedder, [subject_embedding_text(s["name"]) for s in subjects])
         new_ids = {}
-        for subject, vector in zip(subjects, vectors, strict=True):
+        for subject, vector in zip(subjects, subject_vectors, strict=True):
             new_ids[subject["ref"]] = conn.execute(load_sql("export/insert_subject"), {
                 **params, **{k: subject.get(k) for k in _SUBJECT_FIELDS}, "embedding": vector}).fetchone()["id"]
         for subject in subjects:
@@ -147,8 +158,7 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
             extracted = dream.get("extracted_subjects")
             if extracted is not None:
                 extracted = [dict(item, subject_id=str(new_ids[item["subject_id"]]))
-                             if isinstance(item, dict) and item.get("subject_id") in new_ids else item
-                             for item in extracted]
+                             if item.get("subject_id") in new_ids else item for item in extracted]
             conn.execute(load_sql("export/pair_dreamed"), {
                 **params, "pair_id": pair_id, "summary": dream.get("summary"),
                 "extracted_subjects": Jsonb(extracted) if extracted is not None else None,
@@ -159,13 +169,10 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
                 if times:
                     write_pair_times(conn, user_id, kg_id, source,
                                      [(pair_id, t["position"], t["expression"], _time_range(t)) for t in times])
-            if embed:
-                keys += [(pair_id, Key(key["kind"], key["position"], key["text"])) for key in dream.get("keys") or []
-                         if (dream.get("extracted") if key["kind"] == "fact" else dream.get("keyed"))]
             for ref in dream.get("subjects") or []:
                 result.links += conn.execute(load_sql("export/insert_link"), {
                     **params, "subject_id": new_ids[ref], "pair_id": pair_id}).rowcount
-        write_keys(conn, user_id, kg_id, keys, key_vectors(embedder, keys))
+        write_keys(conn, user_id, kg_id, [(ids[content_hash], key) for content_hash, key in keys], vectors_of_keys)
         result.subjects, result.graph_imported = len(subjects), True
     refresh_profile(database, user_id, kg_id, centroid_tolerance=0.0)
     return result
@@ -237,9 +244,13 @@ def _line(record: dict) -> str:
 
 
 def _with_ref(item: object, refs: dict[str, str]) -> object:
-    if isinstance(item, dict) and item.get("subject_id") in refs:
-        return dict(item, subject_id=refs[item["subject_id"]])
-    return item
+    """An extracted subject with the ref of the subject it became; an id the file holds no subject of (one
+    deleted since) is left out, and the importer reads the item as not merged yet."""
+    if not isinstance(item, dict) or "subject_id" not in item:
+        return item
+    subject_id = item["subject_id"]
+    return {k: v for k, v in item.items() if k != "subject_id"} | (
+        {"subject_id": refs[subject_id]} if subject_id in refs else {})
 
 
 def _header(record: object, where: str) -> dict:
@@ -311,14 +322,51 @@ def _dream(dream: object, where: str) -> dict:
         raise InvalidInputError("dream.subjects", "must be a list of subject refs", where)
     if len(set(subjects)) != len(subjects):
         raise InvalidInputError("dream.subjects", "names a subject twice", where)
-    extracted = dream.get("extracted_subjects")
-    if extracted is not None:
-        problem = "must be a list" if not isinstance(extracted, list) else json_problem(extracted)
-        if problem:
-            raise InvalidInputError("dream.extracted_subjects", problem, where)
+    extracted = _extracted_subjects(dream.get("extracted_subjects"), where)
     _checked_items(dream, "times", "an event", _time_identity, where)
     keys = _checked_items(dream, "keys", "a key", _key_identity, where)
-    return dream | {"subjects": subjects, "keys": keys}
+    return dream | {"subjects": subjects, "keys": keys, "extracted_subjects": extracted}
+
+
+def _extracted_subjects(extracted: object, where: str) -> list[dict] | None:
+    """A dream's ``extracted_subjects`` as the merge and link stages read them: each item an extractor's
+    subject (name, description, type; checked and normalised as an extractor's answer is) and, once merged,
+    the ref of the file's subject it became. Anything else is refused naming the item, so no imported pair can
+    stop the user's later dreams."""
+    from pydantic import ValidationError
+
+    from dreaming_dagster.extraction.schema import MAX_SUBJECTS, ExtractedSubject
+
+    if extracted is None:
+        return None
+    if not isinstance(extracted, list):
+        raise InvalidInputError("dream.extracted_subjects", "must be a list", where)
+    if len(extracted) > MAX_SUBJECTS:
+        raise InvalidInputError("dream.extracted_subjects", f"holds {len(extracted)} subjects; at most "
+                                f"{MAX_SUBJECTS}", where)
+    items = []
+    for n, item in enumerate(extracted):
+        field_name = f"dream.extracted_subjects[{n}]"
+        if not isinstance(item, dict):
+            raise InvalidInputError(field_name, f"must be an object (name, description, type, subject_id), got "
+                                    f"{str(item)[:40]!r}", where)
+        unknown = sorted(set(item) - {"name", "description", "type", "subject_id"})
+        if unknown:
+            raise InvalidInputError(f"{field_name}.{unknown[0]}", "is not a field of an extracted subject", where)
+        try:
+            subject = ExtractedSubject.model_validate({k: v for k, v in item.items() if k != "subject_id"})
+        except ValidationError as error:
+            first = error.errors()[0]
+            place = ".".join(str(part) for part in first["loc"]) or "name"
+            raise InvalidInputError(f"{field_name}.{place}", first["msg"], where) from None
+        problem = json_problem(subject.model_dump())
+        if problem:
+            raise InvalidInputError(field_name, problem, where)
+        if item.get("subject_id") is not None and not _is_ref(item["subject_id"]):
+            raise InvalidInputError(f"{field_name}.subject_id", "must be the ref of a subject of this file (such as "
+                                    f"'s12') or null, got {str(item['subject_id'])[:40]!r}", where)
+        items.append(subject.model_dump() | ({"subject_id": item["subject_id"]} if item.get("subject_id") else {}))
+    return items
 
 
 def _checked_items(dream: dict, name: str, what: str, identity, where: str) -> list:
