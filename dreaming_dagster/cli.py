@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -664,7 +665,7 @@ def run_with_dagster_env(argv: list[str]) -> int:
     def forward(signum, frame):
         asked_to_stop.append(signum)
         if started:
-            started[0].send_signal(signum)
+            signal_group(started[0].pid, signum)
         else:
             pending.append(signum)
 
@@ -679,11 +680,19 @@ def run_with_dagster_env(argv: list[str]) -> int:
         _fail(f"command not found: {argv[0]}")
     started.append(child)
     for signum in pending:
-        child.send_signal(signum)
+        signal_group(child.pid, signum)
     code = child.wait()
     if asked_to_stop:
         end_process_group(child.pid)
     return code
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    """Send ``signum`` to the command's whole process group, as a terminal's Ctrl-C reaches every process of
+    its foreground group: Dagster's run workers and step processes stop their work at once instead of
+    starting more steps while the UI shuts down."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
 
 
 def end_process_group(pgid: int, grace_seconds: float = STOP_GRACE_SECONDS) -> None:

@@ -1,6 +1,7 @@
 """The embedded server's lifecycle: shared while any process uses it, stopped when the last one exits,
 even when processes die by signal; started with the settings of the process that starts it."""
 
+import contextlib
 import json
 import os
 import signal
@@ -8,6 +9,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import psycopg
+import yaml
 
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.embedded import HANDLE_LIST, _forget_dead_handles
@@ -180,9 +184,12 @@ def test_a_stopped_exec_ends_everything_its_command_started(tmp_path):
 
 
 def test_dreaming_ui_stopped_while_the_daemon_launches_a_run_leaves_no_process(tmp_path):
-    """The reported case itself: `dreaming ui` (dg dev: webserver, daemon, code server) with a user's work
-    pending, so the sensor's run is queued and launched as the daemon starts; Ctrl-C (SIGINT to the
-    terminal's process group) once a run worker exists. Nothing started for it may outlive it."""
+    """The reported cases themselves: `dreaming ui` (dg dev: webserver, daemon, code server) with a user's work
+    pending, so the sensor's run is queued and launched as the daemon starts.
+    1. Everything killed with SIGKILL once a run worker exists: the run stays "Started" with no process; the
+       next `dreaming ui` marks it failed within run monitoring's poll interval (dagster.yaml).
+    2. That UI stopped with Ctrl-C (SIGINT to the terminal's process group) once its run worker exists:
+       nothing started for it may outlive it, the embedded Postgres included."""
     import psutil
 
     from tests.conftest import PROJECT_ROOT, free_port
@@ -195,6 +202,7 @@ def test_dreaming_ui_stopped_while_the_daemon_launches_a_run_leaves_no_process(t
                                          "occurred_at": "2026-05-01T10:00:00Z"}) + "\n" for n in range(3)))
     subprocess.run([str(BIN / "dreaming"), "ingest", str(pairs), "--user", "rider", "--defer-embedding"], env=env,
                    cwd=PROJECT_ROOT, check=True, capture_output=True, timeout=300)
+    postmaster = data_dir / "pgdata" / "postmaster.pid"
 
     def ours() -> list:  # every process started for this UI (they inherit its data dir), the database aside
         found = []
@@ -212,14 +220,38 @@ def test_dreaming_ui_stopped_while_the_daemon_launches_a_run_leaves_no_process(t
         # The code server starts a run worker through multiprocessing (spawn_main), then its step processes.
         return any("spawn_main" in " ".join(found.cmdline()) for found in ours() if found.is_running())
 
-    ui = subprocess.Popen([str(BIN / "dreaming"), "exec", "--", "dg", "dev", "--port", str(free_port())], env=env,
-                          cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          start_new_session=True)
+    def runs(status: str) -> set[str]:  # read straight from the socket: this process must hold no server handle
+        url = f"postgresql://postgres:@/dagster?host={data_dir / 'pgdata'}"
+        with psycopg.connect(url) as conn:
+            return {row[0] for row in conn.execute("SELECT run_id FROM runs WHERE status = %s", (status,))}
+
+    def start_ui() -> subprocess.Popen:
+        return subprocess.Popen([str(BIN / "dreaming"), "exec", "--", "dg", "dev", "--port", str(free_port())],
+                                env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+
+    ui = start_ui()
     try:
-        assert wait_for(run_worker_started, 300), "the daemon never launched the sensor's run"
+        assert wait_for(lambda: run_worker_started() and runs("STARTED"), 300), "the sensor's run never started"
+        for process in [psutil.Process(ui.pid), *ours()]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        ui.wait(timeout=60)
+        assert wait_for(lambda: not ours(), 30)
+        orphaned = runs("STARTED")
+        assert orphaned, "the killed run worker's run should be left 'Started'"
+
+        ui = start_ui()
+        poll = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text())["run_monitoring"]["poll_interval_seconds"]
+        assert wait_for(lambda: orphaned <= runs("FAILURE"), 180 + poll), "the orphaned run was never failed"
+        # The daemon launches the failed run again (dagster.yaml: run_retries, for runs whose worker died).
+        assert wait_for(run_worker_started, 300), "the daemon never launched the user's run again"
         os.killpg(ui.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
         ui.wait(timeout=120)
         assert wait_for(lambda: not ours(), 30), [" ".join(p.cmdline())[:200] for p in ours()]
+        assert wait_for(lambda: not postmaster.exists(), 30), "the embedded Postgres outlived the UI"
     finally:
         for left in [*ours(), *([psutil.Process(ui.pid)] if ui.poll() is None else [])]:
             left.kill()
+        if postmaster.exists():
+            embedded.stop(data_dir / "pgdata")

@@ -11,6 +11,7 @@ settings it started with. ``ALTER SYSTEM`` still wins (``postgresql.auto.conf`` 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -102,7 +103,18 @@ def _server(pgdata: Path, shared_buffers: str):
     if started is not None:
         return started
     logger.info("starting embedded Postgres in %s", pgdata)
-    return configured_server(pgdata, shared_buffers=shared_buffers)
+    server = configured_server(pgdata, shared_buffers=shared_buffers)
+    # Registered after pgserver's own exit handler, so it runs first (atexit is last-in, first-out): the
+    # processes this one outlived (run workers killed with their UI) leave the list, and the last process
+    # alive stops the server.
+    atexit.register(_forget_dead_handles_locked, pgdata)
+    return server
+
+
+def _forget_dead_handles_locked(pgdata: Path) -> None:
+    pgserver, _ = _server_class()
+    with pgserver.PostgresServer._lock:
+        _forget_dead_handles(pgdata)
 
 
 def _forget_dead_handles(pgdata: Path) -> None:
@@ -120,10 +132,18 @@ def _forget_dead_handles(pgdata: Path) -> None:
         pids = json.loads(handles.read_text())
     except (OSError, ValueError):
         pids = []
-    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    alive = [pid for pid in pids if _alive(psutil, pid)]
     if alive != pids:
         logger.info("forgetting %d dead embedded-Postgres handle(s)", len(pids) - len(alive))
         handles.write_text(json.dumps(alive))
+
+
+def _alive(psutil, pid: int) -> bool:
+    """A process that exists and has not exited (a zombie waits for its parent, but holds nothing)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _ensure_database(admin_url: str, name: str) -> None:
