@@ -9,7 +9,10 @@ import dagster as dg
 
 from dreaming_dagster.config.runtime import default_database
 from dreaming_dagster.definitions import defs
+from dreaming_dagster.pipeline import buckets
 from dreaming_dagster.pipeline.sync import save_and_sync
+
+USERS = [f"user-{n:02d}" for n in range(12)]  # tests/test_buckets.py saves their pairs
 
 
 def evaluate(sensor, instance, resources, cursor=None):  # noqa: D103
@@ -56,10 +59,29 @@ def main() -> None:
         seen["unlinked_pairs"] = counts("SELECT count(*) AS n FROM pair_stages WHERE kg_stored_at IS NULL")
         seen["profiles"] = counts("SELECT count(DISTINCT user_id) AS n FROM recall_profiles")
 
-        # A bucket rebuild dreams every user of the bucket again (not only those with work).
+        # A bucket rebuild dreams every user of the bucket again (not only those with work): each of their
+        # pairs is extracted again.
         rebuild = loaded.resolve_job_def("rebuild_user_graph")
+        rebuild_started = counts("SELECT extract(epoch FROM clock_timestamp()) * 1e6 AS n")
         assert rebuild.execute_in_process(partition_key=seen["requested"][0], instance=instance).success
         seen["subjects_after_rebuild"] = counts("SELECT count(*) AS n FROM subjects WHERE archived_at IS NULL")
+        seen["pairs_extracted_by_rebuild"] = counts(
+            "SELECT count(*) AS n FROM pair_stages "
+            f"WHERE extract(epoch FROM extracted_at) * 1e6 >= {rebuild_started}")
+
+        # A bucket run's user list outlives a day while its run is queued or running; a dead run's goes.
+        live = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED,
+                                           tags={"dagster/partition": seen["requested"][1]})
+        with default_database().connect(vectors=False) as conn:
+            for run_id in (live.run_id, "a-dead-run"):
+                conn.execute("INSERT INTO bucket_run_users (run_id, user_id, added_at) "
+                             "VALUES (%s, 'someone', now() - interval '2 days')", (run_id,))
+        assert job.execute_in_process(partition_key=seen["requested"][2], instance=instance).success
+        with default_database().connect(vectors=False) as conn:
+            seen["old_lists_kept"] = sorted(row["run_id"] == live.run_id for row in conn.execute(
+                "SELECT run_id FROM bucket_run_users"))
+            conn.execute("DELETE FROM bucket_run_users")
+        instance.delete_run(live.run_id)
 
         # Fast-path syncs: one event a bucket and asset for the whole tick, with the counts summed.
         before, _ = evaluate(fast_path_sensor, instance, resources)  # the syncs before (none): consumed
@@ -83,8 +105,35 @@ def main() -> None:
         assert user_job.execute_in_process(instance=instance, run_config={"ops": {"user_request": {"config": {
             "user_id": "fast-a", "action": "forget"}}}}).success
         seen["fast_a_pairs"] = counts("SELECT count(*) AS n FROM memory_pairs WHERE user_id = 'fast-a'")
+        # Consolidation: one run a bucket over its users past the threshold (set low by the test); one user
+        # whose pass raises holds up none of the others, and the run's log names no user.
         budget, _ = evaluate(token_budget_sensor, instance, resources)
-        seen["token_sensor"] = type(budget).__name__
+        seen["token_sensor_requested"] = sorted(r.partition_key for r in budget.run_requests)
+        from dreaming_dagster.consolidation import passes
+
+        bucket = seen["token_sensor_requested"][0]
+        in_bucket = sorted(u for u in [*USERS, "fast-b", "fast-c"] if buckets.bucket_key_of(u, 4) == bucket)
+        failing = in_bucket[0]
+        real_pass = passes.run_pass
+
+        def run_pass(database, embedder, consolidator, user_id, *args, **kwargs):
+            if user_id == failing:
+                raise RuntimeError(f"the provider choked on {user_id}'s memory")
+            return real_pass(database, embedder, consolidator, user_id, *args, **kwargs)
+
+        passes.run_pass = run_pass
+        consolidation = loaded.resolve_job_def("consolidation_job").execute_in_process(
+            partition_key=bucket, instance=instance, raise_on_error=False)
+        passes.run_pass = real_pass
+        seen["consolidation_success"] = consolidation.success
+        (event,) = consolidation.asset_materializations_for_node("dream_consolidation")
+        seen["consolidation_failed_users"] = event.metadata["failed_users"].value
+        with default_database().connect(vectors=False) as conn:
+            seen["users_passed"] = sorted(row["user_id"] for row in conn.execute(
+                "SELECT DISTINCT user_id FROM dreaming_passes WHERE status = 'applied'"))
+        seen["users_in_bucket"], seen["failing_user"] = in_bucket, failing
+        seen["log_names_the_failing_user"] = any(
+            failing in (record.user_message or "") for record in instance.all_logs(consolidation.run_id))
     json.dump(seen, sys.stdout)
 
 

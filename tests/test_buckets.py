@@ -3,6 +3,7 @@ bucket function agrees with SQL's, the switch command, and the code location in 
 a fresh process (tests/bucket_mode_scenario.py)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,8 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
         save_pairs(user, [pair(i, user_message=f"I play the cello with my friend Dana, week {i} of {n}")
                           for i in range(2)], database=database, embedder=embedder16, embed=False)
     completed = subprocess.run([sys.executable, "-m", "tests.bucket_mode_scenario"], cwd=PROJECT_ROOT,
-                               capture_output=True, text=True, timeout=600)
+                               capture_output=True, text=True, timeout=600,
+                               env={**os.environ, "DREAMING_DREAM_TOKEN_THRESHOLD": "1"})
     assert completed.returncode == 0, completed.stderr[-3000:]
     seen = json.loads(completed.stdout)
     expected = sorted(buckets.group_by_bucket(users, 4))
@@ -76,10 +78,17 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
     assert seen["run_lists_left"] == 0 and seen["unlinked_pairs"] == 0
     assert seen["profiles"] == len(users) and seen["subjects"] > 0
     assert seen["subjects_after_rebuild"] > 0
+    assert seen["pairs_extracted_by_rebuild"] == 2 * len(buckets.group_by_bucket(users, 4)[expected[0]])
+    assert seen["old_lists_kept"] == [True]  # the live run's two-day-old list stays; the dead run's goes
     assert seen["fast_path_events"] <= 3 * 7 and seen["fast_path_syncs_by_asset"]["subjects"] == 3
     assert set(seen["fast_path_syncs_by_asset"].values()) == {3}
     assert set(seen["fast_path_partitions"]) <= set(buckets.bucket_keys(4))
     assert seen["fast_a_pairs"] == 0
+    over_budget = sorted(buckets.group_by_bucket([*users, "fast-b", "fast-c"], 4))
+    assert seen["token_sensor_requested"] == over_budget
+    assert seen["consolidation_success"] and seen["consolidation_failed_users"] == 1
+    assert set(seen["users_passed"]) == set(seen["users_in_bucket"]) - {seen["failing_user"]}
+    assert not seen["log_names_the_failing_user"]
 
     back = dreaming("dagster", "partitioning", "--per-user")
     assert back.returncode == 0 and "registered 14 user partition(s)" in back.stdout, back.stdout + back.stderr

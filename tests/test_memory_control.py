@@ -307,10 +307,36 @@ def test_fast_path_users_show_in_dagster_and_erased_users_leave_it(database, dat
         assert links.metadata["links"].value > 0
         quiet = fast_path_sensor(sensor_context(instance, database_url, first.cursor))
         assert isinstance(quiet, dg.SkipReason)  # each sync is reported once
+        # Runs naming carol: a finished run of her partition (with its captured logs), one still running, and a
+        # user_memory_job run (its config holds her id).
+        from dagster._core.storage.compute_log_manager import ComputeIOType
+
+        from dreaming_dagster.definitions import defs
+
+        loaded = defs()
+        done = instance.create_run_for_job(loaded.resolve_job_def("dreaming_job"), status=dg.DagsterRunStatus.SUCCESS,
+                                           tags={"dagster/partition": "carol"})
+        running = instance.create_run_for_job(loaded.resolve_job_def("dreaming_job"),
+                                              status=dg.DagsterRunStatus.STARTED, tags={"dagster/partition": "carol"})
+        asked = instance.create_run_for_job(loaded.resolve_job_def("user_memory_job"), status=dg.DagsterRunStatus.SUCCESS,
+                                            run_config={"ops": {"user_request": {"config": {"user_id": "carol"}}}})
+        logs = instance.compute_log_manager
+        with logs.open_log_stream([done.run_id, "compute_logs", "step"], ComputeIOType.STDOUT) as stream:
+            stream.write("carol's step said something")
+        assert logs.get_log_data([done.run_id, "compute_logs", "step"]).stdout
         dd.erase_user("carol", database=database)
+        waiting = fast_path_sensor(sensor_context(instance, database_url, first.cursor))
+        # Her partition's run still runs: nothing of the partition goes under it, and the forget stays open.
+        assert isinstance(waiting, dg.SkipReason)  # no partition deleted, the cursor where it was
+        assert instance.get_run_by_id(running.run_id) and instance.get_run_by_id(done.run_id)
+        assert instance.get_run_by_id(asked.run_id) is None  # a finished request goes at once
+        instance.report_run_failed(running)
         after = fast_path_sensor(sensor_context(instance, database_url, first.cursor))
         (delete,) = after.dynamic_partitions_requests
         assert isinstance(delete, dg.DeleteDynamicPartitionsRequest) and delete.partition_keys == ["carol"]
+        assert [instance.get_run_by_id(run.run_id) for run in (done, running)] == [None, None]
+        assert not logs.get_log_data([done.run_id, "compute_logs", "step"]).stdout
+        assert isinstance(fast_path_sensor(sensor_context(instance, database_url, after.cursor)), dg.SkipReason)
 
 
 def test_the_training_memory_is_no_users_partition(database, database_url, local_embedder):

@@ -100,7 +100,13 @@ def start_bucket_run(context: dg.AssetExecutionContext, database, *, every_user:
 
 
 def finish_bucket_run(context: dg.AssetExecutionContext, database) -> None:
-    """The run's last step: its user list is no longer needed."""
+    """The run's last step: its user list is no longer needed, nor the day-old lists of runs no longer queued
+    or running (a run that died before its last step); a list of a run still going stays, however old."""
+    from dreaming_dagster.defs.run_queue import IN_FLIGHT
+
     if bucket_count():
+        live = {run.root_run_id or run.run_id for run in context.instance.get_runs(
+            filters=dg.RunsFilter(statuses=IN_FLIGHT))}
         with database.connect(vectors=False) as conn:
-            conn.execute(load_sql("dagster/finish_bucket_run"), {"run_id": context.run.root_run_id or context.run_id})
+            conn.execute(load_sql("dagster/finish_bucket_run"), {
+                "run_id": context.run.root_run_id or context.run_id, "live_run_ids": sorted(live)})

@@ -57,7 +57,7 @@ def run_for_users(context: dg.AssetExecutionContext, users: list[str],
     totals: dict = {}
     started = time.perf_counter()
     stage = STAGE_BY_ASSET[context.asset_key.path[-1]]
-    for user_id in users:
+    for number, user_id in enumerate(users, 1):
         inputs = inputs_for(user_id)
         try:
             run_stage(stage, inputs, user_graphs.user_kgs(inputs.database, user_id), totals)
@@ -65,7 +65,10 @@ def run_for_users(context: dg.AssetExecutionContext, users: list[str],
             if not bucket_count():
                 raise
             totals["failed_users"] = totals.get("failed_users", 0) + 1
-            context.log.warning(f"{stage.asset} failed for {user_id}: {type(error).__name__}: {error}")
+            # Neither the user id nor the error's text (it may quote memory): Dagster's event log outlives an
+            # erasure. The run's list (bucket_run_users, in user order) tells an operator who it was.
+            context.log.warning(f"{stage.asset} failed for user {number} of the run's {len(users)} "
+                                f"(bucket_run_users): {type(error).__name__}")
     if bucket_count():  # counts only: Dagster's event log keeps no user's subject names or error text
         totals = {key: len(value) if isinstance(value, list) else value for key, value in totals.items()
                   if isinstance(value, int | float | list) and not isinstance(value, bool)}

@@ -85,15 +85,24 @@ def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingD
                 "after": cursor["seq"], "training_kg": TRAINING_KG_ID,
                 "limit": FAST_PATH_BATCH_BUCKETS if bucketed else FAST_PATH_BATCH}).fetchall()
             last_forget = conn.execute(load_sql("forget/last_forget")).fetchone()["id"]
-            gone = []
-            if last_forget != cursor["forget"] and not bucketed:
-                partitions = context.instance.get_dynamic_partitions(users_partitions.name)
-                gone = [row["user_id"] for row in conn.execute(load_sql("pipeline/users_without_memory"),
-                                                               {"user_ids": partitions})]
+            forgetting = last_forget != cursor["forget"]
+            partitions = [] if bucketed or not forgetting else \
+                context.instance.get_dynamic_partitions(users_partitions.name)
+            requested = user_request_runs(context.instance) if forgetting else {}
+            without_memory = {row["user_id"] for row in conn.execute(
+                load_sql("pipeline/users_without_memory"), {"user_ids": sorted({*partitions, *requested})})} \
+                if forgetting else set()
     except psycopg.errors.UndefinedTable:
         return dg.SkipReason("the dreaming database has no fast-path record yet (migration 0027 not applied)")
-    for user_id in gone:
-        forget_partition(context.instance, user_id)
+    # Runs that name a user left with no memory go, with their logs; one still going keeps its records until
+    # it ends (deleted under a live worker, its later events would be orphans naming the user), and the forget
+    # stays unhandled for a later tick to finish.
+    gone = [user_id for user_id in partitions if user_id in without_memory and forget_partition(context.instance, user_id)]
+    finished = all([*(user_id in gone for user_id in partitions if user_id in without_memory),
+                    *(forget_runs(context.instance, runs) for user_id, runs in requested.items()
+                      if user_id in without_memory)])
+    if not finished:
+        last_forget = cursor["forget"]
     events = bucket_sync_events(rows, bucketed) if bucketed else [
         dg.AssetMaterialization(asset_key=asset, partition=row["user_id"], description="fast path sync", metadata={
             **{key: value for key, value in stats.items() if isinstance(value, int | float | str)},
@@ -104,7 +113,7 @@ def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingD
     registering = [] if bucketed else add_new_users(context, (row["user_id"] for row in rows),
                                                     dreaming_db.settings().dagster_max_user_partitions)[0]
     requests = [*registering, *([users_partitions.build_delete_request(gone)] if gone else [])]
-    if not events and not requests:
+    if not events and not requests and last_forget == json.loads(context.cursor or '{"forget": 0}')["forget"]:
         return dg.SkipReason("no fast-path sync or forget since the last look")
     return dg.SensorResult(asset_events=events, dynamic_partitions_requests=requests, cursor=json.dumps(cursor))
 
@@ -129,9 +138,34 @@ def bucket_sync_events(rows, count: int) -> list[dg.AssetMaterialization]:
             for (bucket, asset), total in sorted(sums.items())]
 
 
-def forget_partition(instance: dg.DagsterInstance, user_id: str) -> None:
-    """Delete the runs of a user's partition (their logs and events go with them: a log may quote memory).
-    The partition's runless events stay in the event log (Dagster's open-source storages cannot wipe one
-    partition's): they hold the user id and counts, no memory text."""
-    for run_id in instance.get_run_ids(filters=dg.RunsFilter(tags={"dagster/partition": user_id})):
-        instance.delete_run(run_id)
+def forget_partition(instance: dg.DagsterInstance, user_id: str) -> bool:
+    """Delete the runs of a user's partition (:func:`forget_runs`); False, deleting nothing, while one is still
+    queued or running. The partition's runless events stay in the event log (Dagster's open-source storages
+    cannot wipe one partition's): they hold the user id and counts, no memory text."""
+    return forget_runs(instance, instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": user_id})))
+
+
+def forget_runs(instance: dg.DagsterInstance, runs: list[dg.DagsterRun]) -> bool:
+    """Delete ``runs`` with their event logs and captured compute logs (a log may quote memory); False,
+    deleting nothing, while one of them is not finished."""
+    if not all(run.is_finished for run in runs):
+        return False
+    for run in runs:
+        instance.compute_log_manager.delete_logs(prefix=[run.run_id])
+        instance.delete_run(run.run_id)
+    return True
+
+
+# How many of the latest user_memory_job runs a forget looks through for the users it erased.
+USER_REQUEST_RUNS_SCANNED = 1_000
+
+
+def user_request_runs(instance: dg.DagsterInstance) -> dict[str, list[dg.DagsterRun]]:
+    """The latest runs of user_memory_job by the user their config names (the config holds the user id in
+    either partitioning, so an erased user's runs must go too)."""
+    by_user: dict[str, list[dg.DagsterRun]] = defaultdict(list)
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name="user_memory_job"), limit=USER_REQUEST_RUNS_SCANNED):
+        user_id = (run.run_config or {}).get("ops", {}).get("user_request", {}).get("config", {}).get("user_id")
+        if isinstance(user_id, str):
+            by_user[user_id].append(run)
+    return by_user
