@@ -747,11 +747,9 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
     import dagster as dg
 
     from dreaming_dagster.config.dagster_env import configure_dagster_environment
-    from dreaming_dagster.defs.run_queue import IN_FLIGHT, PARTITIONED_JOBS
+    from dreaming_dagster.defs.partitions import RunsInFlightError, switch_partitioning
     from dreaming_dagster.memory import ready_database
     from dreaming_dagster.pipeline import buckets as bucketing
-    from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
-    from dreaming_dagster.sql import load_sql
 
     if buckets is not None and per_user:
         _fail("choose one: --buckets N or --per-user")
@@ -764,22 +762,15 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
     wanted = 0 if per_user else buckets
     configure_dagster_environment(settings)
     with dg.DagsterInstance.get() as instance:
-        busy = [run for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT))
-                if run.job_name in PARTITIONED_JOBS]
-        if busy and not force:
-            _fail(f"{len(busy)} dreaming run(s) queued or running: let them finish (or cancel them), or pass --force")
-        bucketing.write_layout(database, wanted)
-        registered = 0
-        if not wanted:
-            with database.connect(vectors=False) as conn:
-                users = [row["user_id"] for row in conn.execute(load_sql("dagster/users_with_memory"),
-                                                                {"training_kg": TRAINING_KG_ID})]
-            known = set(instance.get_dynamic_partitions("users"))
-            new = [user for user in users if user not in known][:max(0, settings.dagster_max_user_partitions - len(known))]
-            instance.add_dynamic_partitions("users", new)
-            registered = len(new)
+        try:
+            switch = switch_partitioning(instance, database, wanted, force=force,
+                                         max_user_partitions=settings.dagster_max_user_partitions)
+        except RunsInFlightError as exc:
+            _fail(str(exc))
     click.echo(f"partitioning: {bucketing.describe_layout(wanted)} (was {bucketing.describe_layout(current)})"
-               + ("" if wanted else f"; registered {registered:,} user partition(s)"))
+               + (f"; canceled {switch.canceled:,} run(s) of the old partitions" if switch.canceled else "")
+               + ("" if wanted else f"; registered {switch.registered:,} user partition(s)")
+               + (f"; {switch.reconciled:,} user(s) shown dreamed again" if switch.reconciled else ""))
     click.echo("restart `dreaming ui` (or reload the code location) to load it")
 
 

@@ -44,6 +44,15 @@ def main() -> None:
         again, _ = evaluate(pending_pairs_sensor, instance, resources)
         seen["requested_with_one_in_flight"] = sorted(r.partition_key for r in again.run_requests)
         instance.delete_run(waiting.run_id)
+        # A rebuild backfill's run over a range of buckets (BackfillPolicy.multi_run tags the range, not a
+        # partition): no dreaming run for those buckets while it is in flight.
+        rebuilding = instance.create_run_for_job(
+            loaded.resolve_job_def("rebuild_user_graph"), status=dg.DagsterRunStatus.NOT_STARTED,
+            tags={"dagster/asset_partition_range_start": seen["requested"][0],
+                  "dagster/asset_partition_range_end": seen["requested"][1]})
+        during, _ = evaluate(pending_pairs_sensor, instance, resources)
+        seen["requested_during_rebuild"] = sorted(r.partition_key for r in during.run_requests)
+        instance.delete_run(rebuilding.run_id)
         kinds = set()
         for key in seen["requested"]:
             result = job.execute_in_process(partition_key=key, instance=instance)

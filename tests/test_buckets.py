@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from dreaming_dagster.ingest.save import save_pairs
@@ -53,8 +54,16 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
     every user; a rebuild; fast-path syncs reported as one event a bucket and asset; forget on demand."""
     shown = dreaming("dagster", "partitioning")
     assert shown.returncode == 0 and "one partition a user" in shown.stdout, shown.stderr
-    switched = dreaming("dagster", "partitioning", "--buckets", "4")
-    assert switched.returncode == 0, switched.stderr
+    # Per-user runs still queued when the deployment switches: refused, or canceled with --force (they would
+    # fail on partitions the buckets do not have).
+    instance, job = project_instance(cli_env), dreaming_job_def()
+    queued = [instance.create_run_for_job(job, status=dg.DagsterRunStatus.NOT_STARTED,
+                                          tags={"dagster/partition": f"storm-{n}"}) for n in range(3)]
+    refused = dreaming("dagster", "partitioning", "--buckets", "4")
+    assert refused.returncode == 2 and "3 dreaming run(s) queued or running" in refused.stderr
+    switched = dreaming("dagster", "partitioning", "--buckets", "4", "--force")
+    assert switched.returncode == 0 and "canceled 3 run(s)" in switched.stdout, switched.stderr
+    assert {instance.get_run_by_id(run.run_id).status for run in queued} == {dg.DagsterRunStatus.CANCELED}
     assert "4 hash buckets" in dreaming("dagster", "partitioning").stdout
     refused = dreaming("dagster", "partitioning", "--buckets", "4", "--per-user")
     assert refused.returncode != 0 and "choose one" in refused.stderr
@@ -73,6 +82,9 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
     assert seen["executor"] == "in_process"
     assert seen["requested"] == expected and seen["priorities"] == ["-1"]
     assert seen["requested_with_one_in_flight"] == expected[1:]
+    keys = buckets.bucket_keys(4)
+    rebuilt = set(keys[keys.index(expected[0]):keys.index(expected[1]) + 1])
+    assert seen["requested_during_rebuild"] == [key for key in expected if key not in rebuilt]
     assert seen["after_runs"] == "SkipReason"  # every user dreamed: no work left
     assert set(seen["bucket_metadata_kinds"]) <= {"int", "float", "bool"}  # counts: no names, ids or error text
     assert seen["run_lists_left"] == 0 and seen["unlinked_pairs"] == 0
@@ -90,5 +102,27 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
     assert set(seen["users_passed"]) == set(seen["users_in_bucket"]) - {seen["failing_user"]}
     assert not seen["log_names_the_failing_user"]
 
+    # A user dreamed by the buckets whose last per-user run had failed shows as dreamed after the switch back.
+    instance.add_dynamic_partitions("users", ["user-00"])
+    instance.create_run_for_job(job, status=dg.DagsterRunStatus.FAILURE,
+                                tags={"dagster/partition": "user-00"})
     back = dreaming("dagster", "partitioning", "--per-user")
-    assert back.returncode == 0 and "registered 14 user partition(s)" in back.stdout, back.stdout + back.stderr
+    assert back.returncode == 0 and "registered 13 user partition(s)" in back.stdout, back.stdout + back.stderr
+    assert "1 user(s) shown dreamed again" in back.stdout
+    assert "user-00" in instance.get_materialized_partitions(dg.AssetKey("refined_subjects"))
+
+
+def project_instance(env) -> dg.DagsterInstance:
+    """The Dagster instance the CLI uses (the project's dagster.yaml, storage beside the test's database)."""
+    from dreaming_dagster.config.dagster_env import STORAGE_URL_VARIABLE, dagster_storage_url, project_root
+    from dreaming_dagster.config.settings import DreamingSettings
+
+    env.setenv("DAGSTER_HOME", str(project_root()))
+    env.setenv(STORAGE_URL_VARIABLE, dagster_storage_url(DreamingSettings()))
+    return dg.DagsterInstance.get()
+
+
+def dreaming_job_def():
+    from dreaming_dagster.definitions import defs
+
+    return defs().resolve_job_def("dreaming_job")

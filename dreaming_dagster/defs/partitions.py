@@ -4,6 +4,8 @@ The deployment's choice lives in the memory database (``dreaming dagster partiti
 the code location reads it once as it loads (:func:`use_deployment_layout`), before the assets are built.
 """
 
+from dataclasses import dataclass
+
 import dagster as dg
 
 from dreaming_dagster.pipeline import buckets as bucketing
@@ -110,3 +112,70 @@ def finish_bucket_run(context: dg.AssetExecutionContext, database) -> None:
         with database.connect(vectors=False) as conn:
             conn.execute(load_sql("dagster/finish_bucket_run"), {
                 "run_id": context.run.root_run_id or context.run_id, "live_run_ids": sorted(live)})
+
+
+@dataclass
+class Switch:
+    """What a change of partitioning did (``dreaming dagster partitioning``)."""
+
+    before: int
+    after: int
+    canceled: int = 0  # runs of the old partitions, queued or running, canceled (--force)
+    registered: int = 0  # users registered as partitions (back to one partition a user)
+    reconciled: int = 0  # users shown dreamed again whose last per-user run had failed or was canceled
+
+
+class RunsInFlightError(RuntimeError):
+    pass
+
+
+def switch_partitioning(instance: dg.DagsterInstance, database, buckets: int, *, force: bool,
+                        max_user_partitions: int) -> Switch:
+    """Record ``buckets`` (0: one partition a user) as the deployment's partitioning.
+
+    Runs of the partitioned jobs still queued or running name partitions the new layout does not have: without
+    ``force`` the switch is refused (RunsInFlightError); with it they are canceled, so none fails later on a
+    partition that no longer exists. Back to one partition a user, every user with memory is registered (up to
+    ``max_user_partitions``), and a user whose latest per-user run failed or was canceled while the buckets
+    dreamed them — no work left now — gets the stage assets' materializations, so the UI shows what the memory
+    holds instead of a failure."""
+    from dreaming_dagster.defs.run_queue import IN_FLIGHT, PARTITIONED_JOBS
+    from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID, pending_work_params
+    from dreaming_dagster.pipeline.sync import STAGES
+
+    switch = Switch(before=bucketing.read_layout(database), after=buckets)
+    busy = [run for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT))
+            if run.job_name in PARTITIONED_JOBS]
+    if busy and not force:
+        raise RunsInFlightError(f"{len(busy)} dreaming run(s) queued or running: let them finish (or cancel "
+                                "them), or pass --force to cancel them")
+    for run in busy:
+        instance.run_coordinator.cancel_run(run.run_id)
+        if not instance.get_run_by_id(run.run_id).is_finished:  # its worker could not be reached: stop it here
+            instance.report_run_canceled(run, "canceled by a change of partitioning")
+        switch.canceled += 1
+    bucketing.write_layout(database, buckets)
+    if buckets:
+        return switch
+    with database.connect(vectors=False) as conn:
+        users = [row["user_id"] for row in conn.execute(load_sql("dagster/users_with_memory"),
+                                                        {"training_kg": TRAINING_KG_ID})]
+        pending = {row["user_id"] for row in conn.execute(load_sql("memory_pairs/users_with_pending_work"),
+                                                           pending_work_params())}
+    known = set(instance.get_dynamic_partitions(users_partitions.name))
+    new = [user for user in users if user not in known][:max(0, max_user_partitions - len(known))]
+    instance.add_dynamic_partitions(users_partitions.name, new)
+    switch.registered = len(new)
+    latest: dict[str, dg.DagsterRun] = {}
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name="dreaming_job")):  # newest first
+        latest.setdefault(run.tags.get("dagster/partition", ""), run)
+    stale = sorted(user for user in set(users) & (known | set(new)) - pending
+                   if user in latest and latest[user].status in (dg.DagsterRunStatus.FAILURE,
+                                                                 dg.DagsterRunStatus.CANCELED))
+    for user in stale:
+        for stage in STAGES:
+            instance.report_runless_asset_event(dg.AssetMaterialization(
+                asset_key=stage.asset, partition=user, description="dreamed while the deployment was partitioned "
+                "by hash buckets (`dreaming dagster partitioning`)", metadata={"path": "partitioning switch"}))
+    switch.reconciled = len(stale)
+    return switch

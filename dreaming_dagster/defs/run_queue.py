@@ -17,7 +17,29 @@ PARTITIONED_JOBS = ("dreaming_job", "rebuild_user_graph", "consolidation_job")
 SENSOR_RUN_TAGS = {"dagster/priority": "-1"}
 
 
-def partitions_in_flight(instance: dg.DagsterInstance, job_name: str) -> set[str]:
-    """The partitions (users or buckets) with a run of ``job_name`` queued or running."""
-    runs = instance.get_runs(filters=dg.RunsFilter(job_name=job_name, statuses=IN_FLIGHT))
-    return {run.tags["dagster/partition"] for run in runs if "dagster/partition" in run.tags}
+# The jobs that write a user's graph stage by stage: a dreaming run and a rebuild of one user never overlap.
+GRAPH_WRITING_JOBS = ("dreaming_job", "rebuild_user_graph")
+# A backfill run over several partitions (BackfillPolicy.multi_run) names its range by these tags instead.
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+
+
+def partitions_in_flight(instance: dg.DagsterInstance, job_names: str | tuple[str, ...]) -> set[str]:
+    """The partitions (users or buckets) with a run of any of ``job_names`` queued or running, a backfill
+    run's range of partitions included."""
+    from dreaming_dagster.defs.partitions import bucket_count, users_partitions
+    from dreaming_dagster.pipeline import buckets
+
+    busy: set[str] = set()
+    ordered: list[str] | None = None
+    for job_name in (job_names,) if isinstance(job_names, str) else job_names:
+        for run in instance.get_runs(filters=dg.RunsFilter(job_name=job_name, statuses=IN_FLIGHT)):
+            if "dagster/partition" in run.tags:
+                busy.add(run.tags["dagster/partition"])
+            elif RANGE_START in run.tags and RANGE_END in run.tags:
+                if ordered is None:
+                    ordered = buckets.bucket_keys(bucket_count()) if bucket_count() else \
+                        instance.get_dynamic_partitions(users_partitions.name)
+                start, end = run.tags[RANGE_START], run.tags[RANGE_END]
+                if start in ordered and end in ordered:
+                    busy.update(ordered[ordered.index(start):ordered.index(end) + 1])
+    return busy

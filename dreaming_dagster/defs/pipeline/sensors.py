@@ -8,7 +8,7 @@ import psycopg
 from dreaming_dagster.defs.partitions import add_new_users, bucket_count, users_partitions
 from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
-from dreaming_dagster.defs.run_queue import SENSOR_RUN_TAGS, partitions_in_flight
+from dreaming_dagster.defs.run_queue import GRAPH_WRITING_JOBS, SENSOR_RUN_TAGS, partitions_in_flight
 from dreaming_dagster.pipeline import buckets
 from dreaming_dagster.pipeline.pending_work import (
     RETRY_AFTER_SECONDS,
@@ -42,7 +42,7 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
         return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:
         return dg.SkipReason("no user has pending work")
-    busy = partitions_in_flight(context.instance, dreaming_job.name)
+    busy = partitions_in_flight(context.instance, GRAPH_WRITING_JOBS)  # a rebuild of the user's graph too
     now = time.time()
     if bucket_count():
         work = defaultdict(lambda: [0, None])  # bucket -> [pending pairs, newest save]
