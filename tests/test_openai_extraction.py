@@ -59,7 +59,9 @@ def test_failures_retry_then_use_the_fallback_model(openai_stub, bad_step):
     openai_stub.chat_script["fallback-model"] = [("reply", GOOD)]
     result = extractor(openai_stub).extract(*LISBON)
     assert result.subjects[0].name == "Lisbon"
-    probe = 1 if bad_step[0] == "status" else 0  # a failed json_schema request is tried once as json_object
+    # A json_schema request failing with a 500 is probed once: asked again, then as json_object; both fail
+    # (an outage, not a refusal), so the next attempt is an error as any other.
+    probe = 2 if bad_step[0] == "status" else 0
     assert len(openai_stub.chat_calls("main-model")) == 2 + probe and len(openai_stub.chat_calls("fallback-model")) == 1
 
 
@@ -82,7 +84,7 @@ def test_servers_without_json_schema_get_json_object(openai_stub):
     x = extractor(openai_stub)
     assert x.extract(*LISBON).subjects and x.extract(*LISBON).subjects
     formats = [c["response_format"]["type"] for c in openai_stub.chat_calls()]
-    assert formats == ["json_schema", "json_object", "json_object"]  # asked once, remembered
+    assert formats == ["json_schema", "json_schema", "json_object", "json_object"]  # refused twice, remembered
 
 
 def test_a_server_refusing_json_schema_with_a_500_gets_json_object_with_the_schema(openai_stub):
@@ -93,8 +95,8 @@ def test_a_server_refusing_json_schema_with_a_500_gets_json_object_with_the_sche
     x = extractor(openai_stub)
     assert x.extract(*LISBON).subjects and x.extract(*LISBON).subjects
     calls = openai_stub.chat_calls()
-    assert [c["response_format"]["type"] for c in calls] == ["json_schema", "json_object", "json_object"]
-    assert all("properties" in c["response_format"]["schema"] for c in calls[1:])
+    assert [c["response_format"]["type"] for c in calls] == ["json_schema", "json_schema", "json_object", "json_object"]
+    assert all("properties" in c["response_format"]["schema"] for c in calls[2:])
 
 
 def test_a_real_outage_during_json_schema_is_not_taken_for_a_refusal(openai_stub):
@@ -106,6 +108,32 @@ def test_a_real_outage_during_json_schema_is_not_taken_for_a_refusal(openai_stub
     openai_stub.chat_script["main-model"] = [("reply", GOOD)]
     assert x.extract(*LISBON).subjects
     assert openai_stub.chat_calls()[-1]["response_format"]["type"] == "json_schema"  # still asked for
+
+
+def test_an_outage_during_the_probe_decides_nothing_and_a_later_refusal_probes_again(openai_stub, monkeypatch):
+    """llama.cpp's server answers 503 while it loads its model: a probe that meets it decides nothing, and once
+    the server refuses json_schema (500) twice and answers json_object, json_object is used from then on."""
+    from dreaming_dagster.llm import client as client_module
+
+    monkeypatch.setattr(client_module, "PROBE_COOLDOWN_S", 0.0)
+    openai_stub.chat_script["main-model"] = [("reject_schema", 500), ("status", 503), ("reject_schema", 500)]
+    openai_stub.default_chat_reply = lambda body: GOOD
+    client = JSONChatClient(model="main-model", base_url=openai_stub.base_url, api_key="k", attempts_per_model=3,
+                            backoff_s=0.0)
+    assert OpenAIExtractor(client).extract(*LISBON).subjects
+    assert client.output_formats() == [("main-model", "json_object")]
+    assert OpenAIExtractor(client).extract(*LISBON).subjects
+    assert openai_stub.chat_calls()[-1]["response_format"]["type"] == "json_object"
+
+
+def test_one_transient_error_never_downgrades_a_server_that_takes_json_schema(openai_stub):
+    openai_stub.chat_script["main-model"] = [("status", 500), ("reply", GOOD)]
+    client = JSONChatClient(model="main-model", base_url=openai_stub.base_url, api_key="k", attempts_per_model=3,
+                            backoff_s=0.0)
+    assert OpenAIExtractor(client).extract(*LISBON).subjects
+    assert OpenAIExtractor(client).extract(*LISBON).subjects
+    assert client.output_formats() == [("main-model", "json_schema")]
+    assert {c["response_format"]["type"] for c in openai_stub.chat_calls()} == {"json_schema"}
 
 
 def test_a_reply_cut_at_the_token_limit_is_asked_again_with_twice_the_limit(openai_stub):
@@ -274,7 +302,7 @@ def test_the_fallback_model_at_its_own_endpoint_answers_while_the_primary_is_dow
         assert [s.name for s in x.extract(*LISBON).subjects] == ["Lisbon", "Sister Dana"]
     assert client.calls_by_model["hosted-model"] == 2 * 3  # every attempt at the primary, each time
     calls = openai_stub.chat_calls("fallback-model")
-    assert [c["response_format"]["type"] for c in calls] == ["json_schema", "json_object", "json_object"]
+    assert [c["response_format"]["type"] for c in calls] == ["json_schema", "json_schema", "json_object", "json_object"]
     assert {r["authorization"] for r in openai_stub.requests} == {"Bearer local-key"}
 
 
@@ -295,7 +323,7 @@ def test_calls_refused_while_the_format_is_probed_wait_for_its_answer(openai_stu
     results = OpenAIExtractor(client, max_in_flight=5).extract_many([LISBON] * 5)
     assert all(not isinstance(r, Exception) and r.subjects for r in results), results
     formats = [c["response_format"]["type"] for c in openai_stub.chat_calls()]
-    assert formats.count("json_object") == 5 and formats.count("json_schema") <= 5
+    assert formats.count("json_object") == 5 and formats.count("json_schema") <= 6  # five, and the probe's
 
 
 def test_the_same_model_name_at_a_fallback_endpoint_is_a_second_target(openai_stub):

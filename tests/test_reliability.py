@@ -323,9 +323,9 @@ def test_client_errors_are_not_retried_but_the_fallback_is_tried(openai_stub, st
     openai_stub.chat_script["fallback-model"] = [("reply", GOOD)]
     client = chat_client(openai_stub, fallback_model="fallback-model", attempts_per_model=3)
     assert client.ask([{"role": "user", "content": "hi"}], Extraction, "x", {}).summary
-    # 400 on the json_schema request is read as "no structured output" and asked once more as json_object.
-    # 400 and 422 may be the server refusing json_schema: the same request as json_object, once
-    assert len(openai_stub.chat_calls("main-model")) == (2 if status in (400, 422) else 1)
+    # 400 and 422 may be the server refusing json_schema: probed once (json_schema again, then json_object);
+    # 401/403/404 never are.
+    assert len(openai_stub.chat_calls("main-model")) == (3 if status in (400, 422) else 1)
     openai_stub.chat_script["fallback-model"] = [("status", status)]
     with pytest.raises(LLMCallError) as error:
         client.ask([{"role": "user", "content": "hi"}], Extraction, "x", {})

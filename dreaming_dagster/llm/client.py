@@ -1,8 +1,9 @@
 """A JSON-answering chat client for any OpenAI-compatible endpoint.
 
 Structured output first (``response_format`` json_schema); a server that refuses it — whatever the status
-and the message (OpenAI-style servers answer 400, llama.cpp's server 500) — is asked the same request with
-``json_object`` and the schema (once an endpoint), and when that answers, with ``json_object`` from then on. A reply cut at the
+and the message (OpenAI-style servers answer 400, llama.cpp's server 500) — twice in a row, and answers the
+same request as ``json_object`` with the schema, is asked with ``json_object`` from then on; a transient
+error (it does not fail twice) or an outage (json_object fails too) decides nothing. A reply cut at the
 token limit (``finish_reason`` "length") is asked again once with twice the limit and never parsed half.
 Every reply goes through tolerant parsing and pydantic validation.
 
@@ -45,8 +46,11 @@ logger = logging.getLogger(__name__)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ResultT = TypeVar("ResultT")
 RETRYABLE_STATUS = frozenset({408, 409, 429})
-# A refused json_schema request with one of these failed for another reason (auth, rate, unknown model).
-NOT_ABOUT_THE_FORMAT = frozenset({401, 403, 404, 408, 409, 429})
+# A refused json_schema request with one of these failed for another reason (auth, rate, unknown model, a
+# server loading or overloaded: llama.cpp answers 503 while it loads its model).
+NOT_ABOUT_THE_FORMAT = frozenset({401, 403, 404, 408, 409, 429, 502, 503, 504})
+# After a probe an outage left undecided, refusals are retried as errors this long before one probes again.
+PROBE_COOLDOWN_S = 30.0
 MAX_RETRY_AFTER_SECONDS = 120.0
 
 
@@ -177,8 +181,8 @@ class _Endpoint:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0,
             http_client=http.Client(transport=DeadlineTransport(timeout_s), timeout=timeout_s))
         self.json_schema_supported = True
-        self.format_probed = False  # json_object tried once after a json_schema request failed
-        self.probe_done = threading.Event()  # calls refused while the probe runs wait for its answer
+        self.probing: threading.Event | None = None  # set when the probe under way has its answer
+        self.next_probe_at = 0.0  # after an undecided probe (an outage), refusals wait this long to probe again
 
 
 class JSONChatClient:
@@ -219,34 +223,59 @@ class JSONChatClient:
         as_object = {"type": "json_object", "schema": schema}
         if use_schema:
             try:
-                return endpoint.client.chat.completions.create(**common, response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": schema_name, "schema": schema, "strict": True}})
+                return self._schema_call(endpoint, common, schema_name, schema)
             except openai.APIStatusError as refused:
                 if refused.status_code in NOT_ABOUT_THE_FORMAT:
                     raise
-                with self._lock:  # one probe an endpoint: an outage must not double every attempt
-                    probe, endpoint.format_probed = not endpoint.format_probed, True
+                with self._lock:  # one probe at a time an endpoint; the others wait for its answer
+                    running, probe = endpoint.probing, False
+                    if running is None and endpoint.json_schema_supported and time.monotonic() >= endpoint.next_probe_at:
+                        endpoint.probing = running = threading.Event()
+                        probe = True
                 if not probe:
-                    # Refused while (or after) another call probed: its answer decides for this one too.
-                    endpoint.probe_done.wait(self.timeout_s)
+                    if running is not None:
+                        running.wait(self.timeout_s)
                     if endpoint.json_schema_supported:
                         raise
                     return endpoint.client.chat.completions.create(**common, response_format=as_object)
-                # The same request as json_object: if it answers, the server refused the format, whatever it
-                # said; if it fails too, its error is the one that counts (retried as any other).
                 try:
-                    response = endpoint.client.chat.completions.create(**common, response_format=as_object)
-                except Exception:
-                    endpoint.probe_done.set()
-                    raise
-                logger.info("endpoint refused json_schema output (HTTP %s: %s); using json_object from now on",
-                            refused.status_code, str(refused)[:200])
-                with self._lock:
-                    endpoint.json_schema_supported = False
-                endpoint.probe_done.set()
-                return response
+                    return self._probe_format(endpoint, common, schema_name, schema, as_object, refused)
+                finally:
+                    with self._lock:
+                        endpoint.probing = None
+                    running.set()
         return endpoint.client.chat.completions.create(**common, response_format=as_object)
+
+    @staticmethod
+    def _schema_call(endpoint: _Endpoint, common: dict, schema_name: str, schema: dict):
+        return endpoint.client.chat.completions.create(**common, response_format={
+            "type": "json_schema", "json_schema": {"name": schema_name, "schema": schema, "strict": True}})
+
+    def _probe_format(self, endpoint: _Endpoint, common: dict, schema_name: str, schema: dict, as_object: dict,
+                      refused: Exception):
+        """Decide whether a json_schema request failed because the server refuses the format: only if it fails
+        again, and the same request as json_object answers. A transient error does not fail twice in a row
+        (the second answer is returned and json_schema kept); an outage fails json_object too, which decides
+        nothing (its error counts as any other, and a later refusal probes again after PROBE_COOLDOWN_S)."""
+        import openai
+
+        try:
+            try:
+                return self._schema_call(endpoint, common, schema_name, schema)
+            except openai.APIStatusError as again:
+                if again.status_code in NOT_ABOUT_THE_FORMAT:
+                    raise
+                refused = again
+            response = endpoint.client.chat.completions.create(**common, response_format=as_object)
+        except Exception:
+            with self._lock:
+                endpoint.next_probe_at = time.monotonic() + PROBE_COOLDOWN_S
+            raise
+        logger.info("endpoint refused json_schema output twice (HTTP %s: %s) and answered json_object; using "
+                    "json_object from now on", getattr(refused, "status_code", "?"), str(refused)[:200])
+        with self._lock:
+            endpoint.json_schema_supported = False
+        return response
 
     def _wait(self, state: RetryCallState) -> float:
         """Retry-After when the server names a wait (capped), else exponential backoff."""

@@ -23,13 +23,14 @@ def user_graph_lock(database: Database, user_id: str, kg_id: str) -> Iterator[bo
     connection is never one the stages under it could need (Database.lock_connection: a pool of its own), so
     lock holders cannot empty a pool.
 
-    Yields whether the graph still holds a pair, read once the lock is held: work planned before an erasure
-    took the lock must write nothing for the erased graph (no profile, audit or sync record naming the user)."""
+    Yields whether the graph still holds a pair or a subject, read once the lock is held: work planned before
+    an erasure took the lock must write nothing for the erased graph (no profile, audit or sync record naming
+    the user)."""
     params = {"user_id": user_id, "kg_id": kg_id}
     with database.lock_connection() as conn:
         conn.execute(load_sql("storage/lock_graph"), params)
         try:
-            yield bool(conn.execute(load_sql("storage/graph_holds_pairs"), params).fetchone()["live"])
+            yield bool(conn.execute(load_sql("storage/graph_is_live"), params).fetchone()["live"])
         finally:
             conn.execute(load_sql("storage/unlock_graph"), params)
 
