@@ -131,8 +131,9 @@ def time_rows(r: dict) -> Rows:
     for split in ("validation", "all"):
         for group, m in r["comparison"][split].items():
             if group in ("all questions", "with a time expression", "temporal-reasoning", "multi-session") and m["n"]:
-                with_time, without = m["recall@10 with time"]["v4"], m["recall@10 without time"]["v4"]
-                rows.append((f"v4 Recall@10, {group} ({split}, {m['n']} q)",
+                version = next(key for key in m["recall@10 with time"] if not key.startswith("cosine"))
+                with_time, without = m["recall@10 with time"][version], m["recall@10 without time"][version]
+                rows.append((f"{version} Recall@10, {group} ({split}, {m['n']} q)",
                              f"**{with_time:.3f}** with time vs {without:.3f} without ({with_time - without:+.3f})"))
     return rows
 

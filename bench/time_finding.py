@@ -25,7 +25,8 @@ from dreaming_dagster.dates.finding import read_labelled, score
 
 SETS = {"development": ROOT / "tests" / "data" / "time_sentences.tsv",
         "held_out": ROOT / "tests" / "data" / "time_sentences_heldout.tsv",
-        "held_out_haystacks": ROOT / "tests" / "data" / "time_sentences_haystacks.tsv"}
+        "held_out_haystacks": ROOT / "tests" / "data" / "time_sentences_haystacks.tsv",
+        "held_out_qualified": ROOT / "tests" / "data" / "time_sentences_qualified.tsv"}
 
 
 def main() -> None:

@@ -503,6 +503,36 @@ def _date_in_words(m, ref):
     return _day_in_month(m, ref)
 
 
+# A weekday and its date, one day: "Monday, May 6th", "Saturday the 4th of May". Without a year, the year
+# whose date falls on that weekday, the nearest such (else the nearest date).
+@rule(rf"{_WEEKDAY},?\s+(?:the\s+)?{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?(?![\d:])", "weekday")
+@rule(rf"{_WEEKDAY},?\s+(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?", "weekday")
+def _weekday_and_date(m, ref):
+    month, day, weekday = MONTHS[m["month"].lower()], int(m["day"]), WEEKDAYS[m["weekday"].lower()]
+    years = [int(m["year"])] if m["year"] else [ref.year - 1, ref.year, ref.year + 1]
+    days = [date(y, month, day) for y in years if 1 <= y <= 9999 and day <= calendar.monthrange(y, month)[1]]
+    on_the_weekday = [d for d in days if d.weekday() == weekday]
+    chosen = on_the_weekday or days
+    return _nearest([_span(d, d, "day") for d in chosen], ref) if chosen else None
+
+
+# A month or a date qualified by a year said in words: "August last year", "March of this year", "last year in
+# August", "May 6th next year".
+_YEAR_WORDS = r"(?P<relative>last|this|next|previous)\s+year"
+
+
+@rule(rf"{_MONTH}(?:\s+(?:the\s+)?{_DAY})?,?\s+(?:of\s+)?{_YEAR_WORDS}", "month")
+@rule(rf"{_YEAR_WORDS},?\s+in\s+{_MONTH}(?:\s+(?:the\s+)?{_DAY})?", "month")
+def _month_of_a_year_in_words(m, ref):
+    year = ref.year + {"last": -1, "previous": -1, "this": 0, "next": 1}[m["relative"].lower()]
+    month = MONTHS[m["month"].lower()]
+    if m["day"]:
+        day = int(m["day"])
+        return _span(date(year, month, day), date(year, month, day), "day") \
+            if day <= calendar.monthrange(year, month)[1] else None
+    return _month(_month_index(year, month))
+
+
 @rule(r"(?P<year>[12]\d{3})-(?P<month_number>[01]?\d)-(?P<day>[0-3]?\d)", "numeric")
 @rule(r"(?P<month_number>[01]?\d)/(?P<day>[0-3]?\d)(?:/(?P<year>\d{4}|\d{2}))?(?![\d/])", "numeric")
 def _numeric_date(m, ref):
@@ -793,6 +823,8 @@ _CLAUSE_END = re.compile(r"[.!?;\n]|,\s+(?:and|but|so)\s|\s(?:but|and then)\s|\s
 _PAST = re.compile(
     r"\b(?:did|didn't|was|wasn't|were|weren't|went|had|got|came|made|took|saw|met|bought|spent|told|said|gave|"
     r"found|left|felt|ate|ran|wrote|read|heard|thought|began|became|kept|sent|brought|paid|won|lost|sold|held|"
+    r"quit|broke|flew|drove|rode|swam|fell|forgot|chose|drank|threw|wore|taught|caught|fought|slept|spoke|stood|"
+    r"sat|sang|grew|knew|woke|built|hurt|"
     r"ago|used\s+to|[a-z]{2,}(?<!need)(?<!seed)(?<!feed)(?<!speed)(?<!exceed)(?<!proceed)(?<!succeed)"
     r"(?<!indeed)(?<!breed)(?<!interest)(?<!excit)(?<!bor)(?<!schedul)(?<!plann)(?<!expect)(?<!supposed)ed)\b",
     re.IGNORECASE)
