@@ -147,3 +147,37 @@ def test_forgetting_sessions_while_a_sync_indexes_deferred_pairs(database, embed
         assert not sync_errors, sync_errors
         assert dd.list_pairs(user, database=database).pairs == []
         assert [w for w in lexemes(database, user) if w.startswith(f"qz{attempt}")] == []
+
+
+def test_users_erased_while_syncs_passes_and_dagster_runs_race_leave_no_byte_anywhere(cli_env, database_url,
+                                                                                      pg_admin_url):
+    """The canary: four users erased (two by `erase_user`, two by `user_memory_job`) while their fast-path
+    syncs, consolidation passes and Dagster's bucket runs race the erasures. Afterwards no line of a data-only
+    dump of the memory database names them or their cousin, and none of Dagster's storage (Postgres, as the
+    product runs it) names them; the bystanders' memory is whole and dreamed."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from dreaming_dagster.config.runtime import default_database
+    from dreaming_dagster.pipeline import buckets
+    from tests.conftest import PROJECT_ROOT
+
+    buckets.write_layout(default_database(), 4)
+    dagster_url = embedded.fresh_database_url(pg_admin_url, "dagster").replace("postgresql://", "postgresql+psycopg2://", 1)
+    completed = subprocess.run([sys.executable, "-m", "tests.erasure_canary_scenario"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=900,
+                               env={**os.environ, "CANARY_DAGSTER_STORAGE_URL": dagster_url,
+                                    "DREAMING_DREAM_TOKEN_THRESHOLD": "1"})
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    seen = json.loads(completed.stdout)
+    assert seen["errors"] == [] and seen["pairs_left_at_second_erasure"] == 0
+    assert seen["bystander_pairs"] == {"bystander-a": 9, "bystander-b": 9}
+    memory = embedded.data_dump(database_url)
+    dagster = embedded.data_dump(dagster_url.replace("postgresql+psycopg2://", "postgresql://", 1))
+    for victim in (f"canary-victim-{n}" for n in range(4)):
+        assert victim not in memory and victim not in dagster, victim
+    for cousin in ("Zorb0lax", "Zorb1lax", "Zorb2lax", "Zorb3lax"):
+        assert cousin.lower() not in memory.lower() and cousin.lower() not in dagster.lower(), cousin
+    assert "bystander-a" in memory and "Zorbalax" in memory  # the dump does hold what was not erased

@@ -1,0 +1,116 @@
+"""Run by tests/test_forget_races.py in a fresh process (the code location reads its partitioning as it loads):
+users erased while their fast-path syncs, consolidation passes, Dagster bucket runs and on-demand runs race,
+on a Dagster instance stored in Postgres (CANARY_DAGSTER_STORAGE_URL). Prints what it saw as JSON."""
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+
+import dagster as dg
+
+from dreaming_dagster.config.runtime import default_database, default_embedder
+from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
+from dreaming_dagster.consolidation.providers import OfflineConsolidator
+from dreaming_dagster.definitions import defs
+from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.memory.forgetting import erase_user
+from dreaming_dagster.pipeline import buckets
+from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.sync import sync_user
+
+VICTIMS = [f"canary-victim-{n}" for n in range(4)]
+BYSTANDERS = ["bystander-a", "bystander-b"]
+
+
+def records(user: str, start: int, count: int) -> list[dict]:
+    return [{"session_id": f"{user}-s{n // 3}", "turn_index": n % 3, "occurred_at": f"2026-03-{1 + n % 27:02d}T10:00:00Z",
+             "user_message": f"My cousin Zorb{user[-1]}lax moved to Lisbon and opened a bakery ({user}, {n}).",
+             "assistant_message": "A bakery in Lisbon sounds wonderful."} for n in range(start, start + count)]
+
+
+def main() -> None:
+    from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor
+
+    loaded = defs()
+    database, embedder = default_database(), default_embedder()
+    import dreaming_dagster as dd
+
+    for user in VICTIMS + BYSTANDERS:
+        dd.save_pairs(user, records(user, 0, 9), embed=False, database=database, embedder=embedder)
+    errors: list[str] = []
+    seen: dict = {"buckets": buckets.bucket_keys(4)}
+    storage = {"storage": {"postgres": {"postgres_url": os.environ["CANARY_DAGSTER_STORAGE_URL"]}}}
+    with dg.instance_for_test(overrides=storage) as instance:
+        dreaming_job = loaded.resolve_job_def("dreaming_job")
+        user_job = loaded.resolve_job_def("user_memory_job")
+        # Dagster's in-process execution configures Python's logging as it starts a run, which two threads of
+        # one process cannot do at once (a deployment runs each run in a process of its own): the runs take
+        # turns, and race the fast path, the passes and the other erasures.
+        one_run_at_a_time = threading.Lock()
+
+        def execute(job, **kwargs):
+            with one_run_at_a_time:
+                return job.execute_in_process(instance=instance, raise_on_error=False, **kwargs)
+
+        def guarded(work):
+            def run():
+                try:
+                    work()
+                except Exception as error:  # noqa: BLE001 - collected and printed
+                    errors.append(f"{type(error).__name__}: {error}")
+            return run
+
+        def bucket_runs():
+            for key in seen["buckets"]:
+                execute(dreaming_job, partition_key=key)
+
+        def fast_paths():
+            for user in VICTIMS:
+                dd.save_pairs(user, records(user, 9, 3), database=database, embedder=embedder)
+                sync_user(user, database=database, embedder=embedder, extractor=OfflineExtractor(),
+                          refiner=OfflineRefiner())
+
+        def passes():
+            for user in VICTIMS:
+                run_pass(database, embedder, OfflineConsolidator(), user, mode="compact", force=True,
+                         policy=PassPolicy(backfill_on_first_run=False))
+
+        def erasures():
+            rng = random.Random(7)
+            for n, user in enumerate(VICTIMS):
+                time.sleep(rng.uniform(0.2, 1.0))
+                if n % 2:
+                    erase_user(user, database=database)
+                else:  # from the UI's on-demand job: its run config names the user
+                    result = execute(user_job, run_config={"ops": {"user_request": {
+                        "config": {"user_id": user, "action": "forget"}}}})
+                    assert result.success, user
+
+        threads = [threading.Thread(target=guarded(work)) for work in (bucket_runs, fast_paths, passes, erasures)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=600)
+        # Whatever raced the erasures, a second erasure finds nothing left to delete.
+        seen["pairs_left_at_second_erasure"] = sum(erase_user(user, database=database).pairs for user in VICTIMS)
+        # The sensor's next ticks clear Dagster of the erased users' on-demand runs.
+        cursor = None
+        for _ in range(3):
+            with dg.build_sensor_context(instance=instance, cursor=cursor, resources=loaded.resources) as context:
+                result = fast_path_sensor(context)
+                if isinstance(result, dg.SensorResult):
+                    for event in result.asset_events or []:
+                        instance.report_runless_asset_event(event)
+                    cursor = result.cursor or cursor
+        for key in seen["buckets"]:  # the bystanders are still dreamed
+            execute(dreaming_job, partition_key=key)
+    seen["errors"] = errors
+    seen["bystander_pairs"] = {user: len(dd.list_pairs(user, database=database, limit=50).pairs) for user in BYSTANDERS}
+    json.dump(seen, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
