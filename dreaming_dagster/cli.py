@@ -774,6 +774,29 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
     click.echo("restart `dreaming ui` (or reload the code location) to load it")
 
 
+@dagster_group.command("rebuild")
+@click.option("--user", "user_ids", multiple=True, required=True, help="A user whose graph to rebuild (repeat it).")
+def dagster_rebuild(user_ids: tuple[str, ...]) -> None:
+    """Rebuild users' graphs from their stored pairs through Dagster: an asset backfill of the dreaming assets,
+    run by the daemon of `dreaming ui`, whose status in the UI follows its runs (with hash buckets, every user
+    of the users' buckets is rebuilt)."""
+    import dagster as dg
+
+    from dreaming_dagster.config.dagster_env import configure_dagster_environment
+    from dreaming_dagster.definitions import defs
+    from dreaming_dagster.defs.partitions import request_rebuild
+
+    users = [validate_identifier(user, "user_id") for user in user_ids]
+    configure_dagster_environment(default_settings())
+    with dg.DagsterInstance.get() as instance:
+        try:
+            backfill_id, partitions = request_rebuild(instance, defs(), users)
+        except ValueError as exc:
+            _fail(str(exc))
+    click.echo(f"backfill {backfill_id} requested: {len(partitions)} partition(s) ({', '.join(partitions[:5])}"
+               f"{', …' if len(partitions) > 5 else ''}); the daemon of `dreaming ui` runs it")
+
+
 @main.group()
 def db() -> None:
     """The embedded Postgres server (only when DREAMING_DATABASE_URL is unset)."""

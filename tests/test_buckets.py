@@ -110,6 +110,18 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
     assert back.returncode == 0 and "registered 13 user partition(s)" in back.stdout, back.stdout + back.stderr
     assert "1 user(s) shown dreamed again" in back.stdout
     assert "user-00" in instance.get_materialized_partitions(dg.AssetKey("refined_subjects"))
+    # A rebuild through Dagster from the shell: an asset backfill whose status follows its runs (a job backfill
+    # from Dagster's command line reads complete once its runs are submitted).
+    rebuilt = dreaming("dagster", "rebuild", "--user", "user-00", "--user", "user-01")
+    assert rebuilt.returncode == 0 and "2 partition(s)" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
+    backfill = instance.get_backfill(rebuilt.stdout.split()[1])
+    assert backfill.status.value == "REQUESTED" and backfill.is_asset_backfill
+    targets = backfill.asset_backfill_data.target_subset
+    assert sorted(targets.get_partitions_subset(dg.AssetKey("memory_pairs")).get_partition_keys()) == \
+        ["user-00", "user-01"]
+    assert backfill.run_config["ops"]["pair_subjects"]["config"] == {"rebuild": True}
+    unknown = dreaming("dagster", "rebuild", "--user", "nobody-here")
+    assert unknown.returncode == 2 and "nobody-here" in unknown.stderr
 
 
 def project_instance(env) -> dg.DagsterInstance:

@@ -179,3 +179,32 @@ def switch_partitioning(instance: dg.DagsterInstance, database, buckets: int, *,
                 "by hash buckets (`dreaming dagster partitioning`)", metadata={"path": "partitioning switch"}))
     switch.reconciled = len(stale)
     return switch
+
+
+def request_rebuild(instance: dg.DagsterInstance, loaded: dg.Definitions, user_ids: list[str]) -> tuple[str, list[str]]:
+    """Queue a rebuild of ``user_ids``' graphs as an asset backfill of the dreaming assets (the daemon runs it):
+    its status follows its runs, where a job backfill from Dagster's command line reads complete as soon as
+    its runs are submitted. Returns the backfill id and the partitions it covers (the users, or with hash
+    buckets the buckets holding them: every user of those buckets is rebuilt)."""
+    import time
+
+    from dagster._core.execution.backfill import PartitionBackfill
+    from dagster._core.utils import make_new_backfill_id
+
+    job = loaded.resolve_job_def("rebuild_user_graph")
+    count = bucket_count()
+    partitions = sorted(bucketing.group_by_bucket(user_ids, count)) if count else sorted(set(user_ids))
+    if not count:
+        known = set(instance.get_dynamic_partitions(users_partitions.name))
+        missing = [user for user in partitions if user not in known]
+        if missing:
+            raise ValueError(f"not a users partition (no memory dreamed yet?): {', '.join(missing[:5])}")
+    backfill = PartitionBackfill.from_asset_partitions(
+        backfill_id=make_new_backfill_id(), asset_graph=loaded.resolve_asset_graph(), partition_names=partitions,
+        asset_selection=sorted(job.asset_layer.executable_asset_keys, key=str), backfill_timestamp=time.time(),
+        tags={}, dynamic_partitions_store=instance, all_partitions=False,
+        title=f"rebuild {len(user_ids)} user graph(s)", description=None,
+        run_config={"ops": {"pair_subjects": {"config": {"rebuild": True}},
+                            "memory_pairs": {"config": {"every_user": True}}}})
+    instance.add_backfill(backfill)
+    return backfill.backfill_id, partitions

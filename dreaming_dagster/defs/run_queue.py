@@ -18,7 +18,8 @@ SENSOR_RUN_TAGS = {"dagster/priority": "-1"}
 
 
 # The jobs that write a user's graph stage by stage: a dreaming run and a rebuild of one user never overlap.
-GRAPH_WRITING_JOBS = ("dreaming_job", "rebuild_user_graph")
+# (__ASSET_JOB: the runs of an asset backfill, `dreaming dagster rebuild`, or of assets materialized by hand.)
+GRAPH_WRITING_JOBS = ("dreaming_job", "rebuild_user_graph", "__ASSET_JOB")
 # A backfill run over several partitions (BackfillPolicy.multi_run) names its range by these tags instead.
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
