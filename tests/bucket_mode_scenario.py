@@ -143,6 +143,11 @@ def main() -> None:
         seen["users_in_bucket"], seen["failing_user"] = in_bucket, failing
         seen["log_names_the_failing_user"] = any(
             failing in (record.user_message or "") for record in instance.all_logs(consolidation.run_id))
+        # The partitioning switched under this code location: its sensors ask for nothing until it reloads.
+        buckets.write_layout(default_database(), 0)
+        stale, _ = evaluate(pending_pairs_sensor, instance, resources)
+        seen["stale_layout_skip"] = type(stale).__name__ == "SkipReason" and "reload" in (stale.skip_message or "")
+        buckets.write_layout(default_database(), 4)
     json.dump(seen, sys.stdout)
 
 

@@ -101,6 +101,7 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
     assert seen["consolidation_success"] and seen["consolidation_failed_users"] == 1
     assert set(seen["users_passed"]) == set(seen["users_in_bucket"]) - {seen["failing_user"]}
     assert not seen["log_names_the_failing_user"]
+    assert seen["stale_layout_skip"]
 
     # A user dreamed by the buckets whose last per-user run had failed shows as dreamed after the switch back.
     instance.add_dynamic_partitions("users", ["user-00"])

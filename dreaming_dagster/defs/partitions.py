@@ -37,6 +37,20 @@ def use_deployment_layout() -> int:
     return _layout["buckets"]
 
 
+def stale_layout(database) -> str | None:
+    """Why this code location must be reloaded before it asks for runs, or None: the deployment's partitioning
+    changed since it loaded (`dreaming dagster partitioning`), and a run it requested now would name
+    partitions the runs' own processes, loading the new layout, do not have."""
+    if not _layout["built"]:
+        return None
+    recorded = bucketing.read_layout(database)
+    if recorded == _layout["buckets"]:
+        return None
+    return (f"the partitioning changed to {bucketing.describe_layout(recorded)} since this code location loaded "
+            f"({bucketing.describe_layout(_layout['buckets'])}): reload it (restart `dreaming ui`, or Reload in "
+            "the UI's code locations) before it requests runs")
+
+
 def bucket_count() -> int:
     """The active bucket count; 0 when each user is a partition."""
     return _layout["buckets"]

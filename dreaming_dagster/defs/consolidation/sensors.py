@@ -5,7 +5,7 @@ import dagster as dg
 import psycopg
 
 from dreaming_dagster.defs.consolidation.jobs import consolidation_job
-from dreaming_dagster.defs.partitions import add_new_users, bucket_count
+from dreaming_dagster.defs.partitions import add_new_users, bucket_count, stale_layout
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
 from dreaming_dagster.defs.run_queue import SENSOR_RUN_TAGS, partitions_in_flight
 from dreaming_dagster.pipeline import buckets
@@ -31,6 +31,9 @@ def dream_run_key(user_id: str, last_pass_id: str | None, now: float) -> str:
 )
 def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource,
                         dreaming_policy: DreamingPolicyResource):
+    stale = stale_layout(dreaming_db.database())
+    if stale:
+        return dg.SkipReason(stale)
     threshold = dreaming_policy.settings().dream_token_threshold
     try:
         with dreaming_db.database().connect(vectors=False) as conn:

@@ -5,7 +5,7 @@ from collections import defaultdict
 import dagster as dg
 import psycopg
 
-from dreaming_dagster.defs.partitions import add_new_users, bucket_count, users_partitions
+from dreaming_dagster.defs.partitions import add_new_users, bucket_count, stale_layout, users_partitions
 from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.defs.run_queue import GRAPH_WRITING_JOBS, SENSOR_RUN_TAGS, partitions_in_flight
@@ -35,6 +35,9 @@ FAST_PATH_BATCH_BUCKETS = 50_000
                 "still pending); sensor runs queue behind runs a person launched.",
 )
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
+    stale = stale_layout(dreaming_db.database())
+    if stale:
+        return dg.SkipReason(stale)
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
             rows = conn.execute(load_sql("memory_pairs/users_with_pending_work"), pending_work_params()).fetchall()
@@ -77,6 +80,9 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
                 "partitions of users left with no memory are deleted with their runs and asset events.",
 )
 def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
+    stale = stale_layout(dreaming_db.database())
+    if stale:
+        return dg.SkipReason(stale)
     cursor = json.loads(context.cursor) if context.cursor else {"seq": 0, "forget": 0}
     bucketed = bucket_count()
     try:
