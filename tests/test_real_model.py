@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -108,8 +109,12 @@ def test_a_user_dreamed_through_a_real_model_with_the_primary_down(llm_env, data
         keys = conn.execute("SELECT pair_id, kind, position, count(*) AS n FROM memory_keys WHERE user_id = 'maya' "
                             "GROUP BY 1, 2, 3 HAVING count(*) > 1").fetchall()
     assert keys == []
-    for subject in subjects:  # nothing the conversation did not say: each name is in its pairs' words
-        assert is_grounded(subject["subject_text"], TextWords.of(*subject["texts"], subject["description_text"])), subject
+    # Nothing the conversation did not say, judged apart from the rule the extractor filters by (which keeps a
+    # name when half its words are in the pair): every word of a name, read in its pairs alone (not in the
+    # model's own description), by a plain prefix match. A small model may stretch a word; most names hold.
+    assert subjects
+    said = [subject for subject in subjects if every_word_said(subject["subject_text"], subject["texts"])]
+    assert len(said) >= 0.8 * len(subjects), [s["subject_text"] for s in subjects if s not in said]
 
     # A consolidation pass through the same endpoints: audited whatever the small model proposes.
     dreamed = dreaming("dream", "trigger", "--user", "maya", "--force")
@@ -125,6 +130,18 @@ def test_a_user_dreamed_through_a_real_model_with_the_primary_down(llm_env, data
         assert audit["applied"] == sum(o["status"] == "applied" for o in outcomes)
         assert all(o["reason"] for o in outcomes if o["status"] == "skipped")
     assert set(graph_reports.graph_health(database, "maya").values()) == {0}
+
+
+NOT_CONTENT = frozenset(["a", "an", "the", "of", "and", "or", "for", "to", "in", "on", "at", "with", "my",
+                         "your", "our", "his", "her", "their", "its"])
+
+
+def every_word_said(name: str, texts: list[str]) -> bool:
+    """Whether each word of ``name`` (but a, the, of …) begins a word of ``texts`` (its first letters, all but
+    a plural or verb ending): "Running Shoe" in "my running shoes"."""
+    spoken = re.findall(r"[a-z0-9]+", " ".join(texts).lower())
+    words = [w for w in re.findall(r"[a-z0-9]+", name.lower()) if w not in NOT_CONTENT]
+    return bool(words) and all(any(token.startswith(w[:max(3, len(w) - 2)]) for token in spoken) for w in words)
 
 
 def test_refinement_through_the_real_model_keeps_names_the_descriptions_hold(llm_env):
