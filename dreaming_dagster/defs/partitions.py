@@ -132,8 +132,6 @@ def finish_bucket_run(context: dg.AssetExecutionContext, database) -> None:
 class Switch:
     """What a change of partitioning did (``dreaming dagster partitioning``)."""
 
-    before: int
-    after: int
     canceled: int = 0  # runs of the old partitions, queued or running, canceled (--force)
     registered: int = 0  # users registered as partitions (back to one partition a user)
     reconciled: int = 0  # users shown dreamed again whose last per-user run had failed or was canceled
@@ -157,7 +155,7 @@ def switch_partitioning(instance: dg.DagsterInstance, database, buckets: int, *,
     from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID, pending_work_params
     from dreaming_dagster.pipeline.sync import STAGES
 
-    switch = Switch(before=bucketing.read_layout(database), after=buckets)
+    switch = Switch()
     busy = [run for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT))
             if run.job_name in PARTITIONED_JOBS]
     if busy and not force:
@@ -180,12 +178,12 @@ def switch_partitioning(instance: dg.DagsterInstance, database, buckets: int, *,
     new = [user for user in users if user not in known][:max(0, max_user_partitions - len(known))]
     instance.add_dynamic_partitions(users_partitions.name, new)
     switch.registered = len(new)
-    latest: dict[str, dg.DagsterRun] = {}
-    for run in instance.get_runs(filters=dg.RunsFilter(job_name="dreaming_job")):  # newest first
-        latest.setdefault(run.tags.get("dagster/partition", ""), run)
-    stale = sorted(user for user in set(users) & (known | set(new)) - pending
-                   if user in latest and latest[user].status in (dg.DagsterRunStatus.FAILURE,
-                                                                 dg.DagsterRunStatus.CANCELED))
+    # Only users with a failed or canceled run are candidates; each is shown dreamed if that run is its latest.
+    ended_badly = {run.tags.get("dagster/partition") for run in instance.get_runs(filters=dg.RunsFilter(
+        job_name="dreaming_job", statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]))}
+    stale = sorted(user for user in (set(users) & (known | set(new)) & ended_badly) - pending
+                   if instance.get_runs(filters=dg.RunsFilter(job_name="dreaming_job", tags={"dagster/partition": user}),
+                                        limit=1)[0].status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED))
     for user in stale:
         for stage in STAGES:
             instance.report_runless_asset_event(dg.AssetMaterialization(

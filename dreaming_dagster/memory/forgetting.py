@@ -146,7 +146,6 @@ def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pair
         linked = [row["id"] for row in conn.execute(load_sql("forget/linked_subjects"), batch)]
         texts |= {row["text"] for row in conn.execute(load_sql("forget/forgotten_texts"), batch)}
         conn.execute(load_sql("forget/delete_pairs"), batch)
-        conn.execute(load_sql("forget/delete_unused_lexemes"), params)
         gone = {row["id"]: row["subject_text"] for row in conn.execute(
             load_sql("forget/delete_unlinked_subjects"), {**params, "subject_ids": linked})}
         ids += batch["pair_ids"]
@@ -156,6 +155,7 @@ def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pair
         pairs = conn.execute(load_sql("forget/dream_pairs_mentioning"), {
             **params, "dream_session": DREAM_SESSION, "name_patterns": word_patterns(gone.values())}).fetchall() \
             if gone else []
+    conn.execute(load_sql("forget/delete_unused_lexemes"), params)  # once, for every round's pairs
     surviving = sorted(touched - deleted.keys())
     rebuilt = conn.execute(load_sql("forget/rebuild_descriptions"),
                            {**params, "subject_ids": surviving}).fetchall() if surviving else []
