@@ -538,3 +538,21 @@ def test_one_statement_can_insert_pairs_for_ten_thousand_users(database):
         users = conn.execute("SELECT count(*) AS n FROM lexical_corpora").fetchone()["n"]
         postings = conn.execute("SELECT count(*) AS n FROM pair_words").fetchone()["n"]
     assert users == 10_000 and postings == 20_000
+
+
+def test_a_provider_that_fails_leaves_a_failed_audit_row_and_nothing_applied(database):
+    database.ensure_schema(HashEmbedder.spec)
+    keep = live_subject(database, "Porto")
+
+    class Down:
+        provider = "openai"
+
+        def propose(self, pass_input):
+            raise ProviderUnavailableError("every attempt failed")
+
+    with pytest.raises(PassFailedError):
+        run_pass(database, HashEmbedder(), Down(), "alice", mode="incremental", force=True)
+    (audit,) = passes(database)
+    assert audit["status"] == "failed" and "every attempt failed" in audit["error"] and audit["mutations"] == []
+    with database.connect() as conn:
+        assert conn.execute("SELECT subject_text FROM subjects WHERE id = %s", (keep,)).fetchone()["subject_text"] == "Porto"

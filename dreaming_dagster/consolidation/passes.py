@@ -173,13 +173,13 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
             _record(database, report, started_at=now)
             report.seconds = round(time.perf_counter() - started_wall, 3)
             return report
-        proposals = [(inputs[0], consolidator.propose(inputs[0]))]
+        proposals = [(inputs[0], _proposal(database, report, consolidator, inputs[0], now))]
     else:
         clusters = compact_clusters(snapshot, int(policy.max_input_tokens * 0.7))
         inputs = [PassInput("compact", f"cluster {i + 1}/{len(clusters)}", cluster,
                             summaries if i == 0 else [], dreams) for i, cluster in enumerate(clusters)]
         fingerprint = input_fingerprint(inputs)
-        proposals = [(pass_input, consolidator.propose(pass_input)) for pass_input in inputs]
+        proposals = [(pass_input, _proposal(database, report, consolidator, pass_input, now)) for pass_input in inputs]
     summaries_out: list[str] = []
     for pass_input, proposal in proposals:
         _take(report, state_graph, pass_input, proposal, summaries_out)
@@ -188,7 +188,7 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
         if across is not None:
             # The across-clusters pass sees the graph as the cluster passes left it.
             across.subjects = [state_graph.live[s["id"]] for s in across.subjects if s["id"] in state_graph.live]
-            _take(report, state_graph, across, consolidator.propose(across), summaries_out)
+            _take(report, state_graph, across, _proposal(database, report, consolidator, across, now), summaries_out)
     report.summary = clean_text(" ".join(summaries_out))
     for outcome in report.outcomes:
         if outcome.status == "skipped":
@@ -209,16 +209,30 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
                 "consumed": report.tokens_consumed})
             report.pass_id = str(pass_id)
     except Exception as error:
-        for outcome in report.outcomes:
-            if outcome.status in ("accepted", "applied"):
-                outcome.status = "failed"
-        report.status, report.error, report.decayed = "failed", f"{type(error).__name__}: {error}", 0
-        report.tokens_consumed = 0
-        _record(database, report, started_at=now)
-        logger.exception("dreaming pass for %s/%s failed and was rolled back", user_id, kg_id)
-        raise PassFailedError(report) from error
+        _fail(database, report, error, now)
     report.seconds = round(time.perf_counter() - started_wall, 3)
     return report
+
+
+def _proposal(database: Database, report: PassReport, consolidator: Consolidator, pass_input: PassInput,
+              now: datetime):
+    """The provider's answer to one input; a provider that fails fails the pass, audited like a failed apply."""
+    try:
+        return consolidator.propose(pass_input)
+    except Exception as error:
+        _fail(database, report, error, now)
+
+
+def _fail(database: Database, report: PassReport, error: Exception, now: datetime):
+    """Record the pass as failed (nothing of it applied, no tokens consumed) and raise PassFailedError."""
+    for outcome in report.outcomes:
+        if outcome.status in ("accepted", "applied"):
+            outcome.status = "failed"
+    report.status, report.error, report.decayed = "failed", f"{type(error).__name__}: {error}", 0
+    report.tokens_consumed = 0
+    _record(database, report, started_at=now)
+    logger.exception("dreaming pass for %s/%s failed and was rolled back", report.user_id, report.kg_id)
+    raise PassFailedError(report) from error
 
 
 def _take(report: PassReport, graph: GraphState, pass_input: PassInput, proposal, summaries: list[str]) -> None:
