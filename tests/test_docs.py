@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import unquote
 
 from dreaming_dagster.config.settings import DreamingSettings
 from tests.conftest import PROJECT_ROOT
@@ -42,25 +43,25 @@ RESULTS = PROJECT_ROOT / "bench" / "results"
 RESULT_FILE = re.compile(r"\b([a-z][a-z0-9_]*)\.json\b")
 # A measured figure as the docs write one: a decimal number, a percentage or a ratio (×1.26).
 FIGURE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*\.\d+|\d+\.\d+|\d+(?:\.\d+)?(?=%)|(?<=×)\d+(?:\.\d+)?)(?![\w.])")
+# A figure cited by its key path: [0.754](../bench/results/longmemeval.json#/evaluation/overall/…/recall@10), the
+# fragment a JSON Pointer (RFC 6901) in its URI form, so the reader can open the file and find the value.
+CITATION = re.compile(r"\[(?P<shown>[\d,]+(?:\.\d+)?%?)\]\((?P<file>(?:\.\./)?bench/results/[a-z0-9_]+\.json)#(?P<pointer>/[^)\s]*)\)")
+CODE_SPAN = re.compile(r"`[^`]*`")
 
 
-def _numbers(value) -> list[float]:
-    if isinstance(value, dict):
-        return [n for item in value.values() for n in _numbers(item)]
-    if isinstance(value, list):
-        return [n for item in value for n in _numbers(item)]
-    return [float(value)] if isinstance(value, int | float) and not isinstance(value, bool) else []
+def _value_at(document, pointer: str):
+    for token in pointer.split("/")[1:]:
+        key = unquote(token).replace("~1", "/").replace("~0", "~")
+        document = document[int(key)] if isinstance(document, list) else document[key]
+    return document
 
 
-def _in_results(figure: str, values: list[float]) -> bool:
-    """Whether ``figure`` is one of ``values`` as the docs round it (as a share in %, or as a ratio's inverse)."""
-    number = float(figure.replace(",", ""))
-    decimals = len(figure.split(".")[1]) if "." in figure else 0
-    for value in values:
-        for shown in (value, value * 100, 1 / value if value else None):
-            if shown is not None and abs(round(shown, decimals) - number) < 10 ** -(decimals + 3):
-                return True
-    return False
+def _shows(shown: str, value: float) -> bool:
+    """Whether ``shown`` is ``value`` as the docs round it: as written, or a share written in % (0.975 → 97.5%)."""
+    number = float(shown.rstrip("%").replace(",", ""))
+    decimals = len(shown.rstrip("%").split(".")[1]) if "." in shown else 0
+    candidates = (value, value * 100) if shown.endswith("%") else (value,)
+    return any(abs(round(candidate, decimals) - number) < 10 ** -(decimals + 3) for candidate in candidates)
 
 
 def _units(page: str) -> list[str]:
@@ -85,17 +86,33 @@ def _pages():
     return [PROJECT_ROOT / "README.md", *sorted(path for path in DOCS.glob("*.md") if path.name != "benchmarks.md")]
 
 
-def test_every_figure_cited_beside_a_result_file_is_in_that_file():
+def test_every_cited_figure_is_the_value_at_its_key_path():
     wrong = []
     for path in _pages():
-        for unit in _units(path.read_text()):
-            files = [name for name in RESULT_FILE.findall(unit) if (RESULTS / f"{name}.json").is_file()]
-            if not files:
+        for citation in CITATION.finditer(path.read_text()):
+            target = (path.parent / citation["file"]).resolve()
+            where = f"{path.name}: {citation['shown']} ({target.name}#{unquote(citation['pointer'])})"
+            try:
+                value = _value_at(json.loads(target.read_text()), citation["pointer"])
+            except (OSError, KeyError, IndexError, ValueError, TypeError):
+                wrong.append(f"{where}: no such file or key")
                 continue
-            values = [n for name in files for n in _numbers(json.loads((RESULTS / f"{name}.json").read_text()))]
-            wrong += [f"{path.name}: {figure} ({', '.join(files)})" for figure in FIGURE.findall(unit)
-                      if not _in_results(figure, values)]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not _shows(citation["shown"], value):
+                wrong.append(f"{where}: the file holds {value!r}")
     assert wrong == []
+
+
+def test_every_figure_beside_a_result_file_is_cited_by_its_key_path():
+    """A paragraph or table row that names a result file cites each of its measured figures by key path (figures in
+    code spans are settings or examples, not measurements)."""
+    uncited = []
+    for path in _pages():
+        for unit in _units(path.read_text()):
+            if not any((RESULTS / f"{name}.json").is_file() for name in RESULT_FILE.findall(unit)):
+                continue
+            bare = CODE_SPAN.sub(" ", CITATION.sub(" ", unit))
+            uncited += [f"{path.name}: {figure} in {unit[:80]!r}" for figure in FIGURE.findall(bare)]
+    assert uncited == []
 
 
 def test_a_headline_figure_appears_elsewhere_only_with_its_result_file():
