@@ -1,23 +1,27 @@
-"""train_ranker_job on both memories, side by side in one run: results tables and each asset's wall time.
+"""train_ranker_job on three distributions, side by side in one run: results tables and each asset's wall time.
 
-    .venv/bin/python bench/longmemeval.py [--training-questions 100] [--epochs 50] [--seed 0]
-                                          [--data-dir .dreaming/longmemeval | --fresh]
+    .venv/bin/python bench/longmemeval.py [--training-questions 20] [--epochs 50] [--seed 0] [--ship]
+                                          [--data-dir DIR [--memories-only [MEMORY ...]]]
 
-Runs the five ranker assets through Dagster (an ephemeral instance) with the project's default providers
+Runs the six ranker assets through Dagster (an ephemeral instance) with the project's default providers
 (all-MiniLM-L6-v2 embeddings and the offline extractor unless DREAMING_* says otherwise): the pooled
-oracle (one user, every session), the `_S` haystacks of the dev questions and of ``--training-questions``
-training ones (one user a question), their pools, the models and the evaluation: the oracle's 93
-validation questions, the oracle dev questions and the `_S` dev questions, per question type.
+oracle (one user, every session), the `_S` haystacks of the dev and test questions and of
+``--training-questions`` training ones (one user a question), LoCoMo's conversations between people (one user
+a conversation), their pools, the models and the evaluation: each distribution's held-out part (the oracle's
+validation questions, the `_S` test haystacks, LoCoMo's test conversation) and its dev part, per question type.
 
-The memories live in an embedded Postgres under ``--data-dir`` and are reused by the next run (building
-the `_S` memory is ~50 minutes on 2 cores; pools and training then take minutes); ``--fresh`` builds
-everything in a temporary directory. Writes bench/results/longmemeval.{json,md} and the training curves.
+By default every memory is built from nothing in a temporary directory (the `_S` haystacks are most of the
+time); ``--data-dir`` keeps them in an embedded Postgres there for the next run, and ``--memories-only``
+builds them and stops. ``--ship`` copies the v6 model into the package (what recall uses until a deployment
+publishes its own) when it beats every distribution's best ordering without a model on dev. Writes
+bench/results/longmemeval.{json,md} and the training curves.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -44,12 +48,15 @@ from dreaming_dagster.defs.resources import (
 from dreaming_dagster.defs.training import assets as ranker_assets
 from dreaming_dagster.ingest.readers import default_haystacks_path
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
+from dreaming_dagster.retrieval.ranker import SHIPPED_RANKER, load_ranker
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.training.longmemeval import file_sha256
+from dreaming_dagster.training.variants import PUBLISHED_VERSION
 from dreaming_dagster.training.workspace import RankerWorkspace
 
-ASSETS = ["longmemeval_memory", "longmemeval_haystacks", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
+MEMORIES = ["longmemeval_memory", "longmemeval_haystacks", "locomo_memory"]
+ASSETS = [*MEMORIES, "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 
 
 def step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
@@ -69,15 +76,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=None, help="the oracle-format file pooled as one user")
     parser.add_argument("--haystacks", type=Path, default=None, help="the `_S` haystacks file")
-    parser.add_argument("--training-questions", type=int, default=100)
+    parser.add_argument("--locomo", type=Path, default=None, help="the LoCoMo file (conversations between people)")
+    parser.add_argument("--training-questions", type=int, default=20)
+    parser.add_argument("--held-out-questions", type=int, default=None,
+                        help="`_S` dev and test haystacks, a stratified sample of this many each (default: all)")
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pool-size", type=int, default=50)
     parser.add_argument("--lexical-pool-size", type=int, default=50)
     parser.add_argument("--limit-questions", type=int, default=None, help="only the oracle's first N questions")
-    parser.add_argument("--data-dir", type=Path, default=ROOT / ".dreaming" / "longmemeval")
-    parser.add_argument("--fresh", action="store_true", help="build every memory in a temporary directory")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="keep the memories here and reuse them (default: a temporary directory, built anew)")
+    parser.add_argument("--ship", action="store_true",
+                        help="copy the v6 model into the package when it beats every distribution's bar on dev")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--memories-only", nargs="*", choices=MEMORIES, default=None, metavar="MEMORY",
+                        help="build these memories (default: all three) under --data-dir, the slow part, and stop")
     parser.add_argument("--name", default="longmemeval",
                         help="the result files' name (a comparison run beside the committed one)")
     args = parser.parse_args()
@@ -87,25 +101,36 @@ def main() -> None:
         "longmemeval_memory": {"config": {"dataset_path": str(dataset), "mode": "one-user",
                                           "limit_questions": args.limit_questions}},
         "longmemeval_haystacks": {"config": {"dataset_path": str(haystacks),
-                                             "training_questions": args.training_questions}},
+                                             "training_questions": args.training_questions,
+                                             "held_out_questions": args.held_out_questions}},
+        "locomo_memory": {"config": {"dataset_path": str(args.locomo.resolve()) if args.locomo else ""}},
         "longmemeval_pools": {"config": {"pool_size": args.pool_size, "lexical_pool_size": args.lexical_pool_size}},
         "ranker_model": {"config": {"epochs": args.epochs, "seed": args.seed, "promote": False}}}}
 
     with contextlib.ExitStack() as stack:
-        if args.fresh:
+        fresh = args.data_dir is None
+        if fresh:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dd-lme-")))
         else:
             data_dir = args.data_dir.resolve()
             data_dir.mkdir(parents=True, exist_ok=True)
         stack.enter_context(stopped_on_exit(data_dir / "pgdata"))
         admin = embedded_admin_url(data_dir / "pgdata")
-        url = (embedded.fresh_database_url(admin, "lme") if args.fresh
+        url = (embedded.fresh_database_url(admin, "lme") if fresh
                else embedded.embedded_url(data_dir / "pgdata", "lme"))
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, data_dir=str(data_dir)),
                      "embedder": EmbedderResource(), "llm": LLMResource(),
                      "dreaming_policy": DreamingPolicyResource()}
         started = time.perf_counter()
         with dg.instance_for_test() as instance:
+            if args.memories_only is not None:
+                names = args.memories_only or MEMORIES
+                result = dg.materialize([getattr(ranker_assets, name) for name in names], instance=instance,
+                                        resources=resources, run_config={"ops": {
+                                            name: run_config["ops"][name] for name in names}})
+                assert result.success
+                print("memories built:", step_seconds(instance, result.run_id))
+                return
             result = dg.materialize([getattr(ranker_assets, name) for name in ASSETS], instance=instance,
                                     resources=resources, run_config=run_config)
             assert result.success
@@ -117,14 +142,24 @@ def main() -> None:
         with resources["dreaming_db"].database().connect() as conn:
             keys = {row["memory"]: {**row, "keys_per_pair": round(row["keys"] / row["pairs"], 3)}
                     for row in conn.execute(load_sql("bench/key_counts"), {
-                        "kg_id": TRAINING_KG_ID, "oracle_user": "longmemeval", "haystack_users": "longmemeval-s-%"})}
+                        "kg_id": TRAINING_KG_ID, "oracle_user": "longmemeval", "haystack_users": "longmemeval-s-%",
+                        "locomo_users": "locomo-%"})}
         ws = RankerWorkspace(data_dir / "ranker")
         evaluation = json.loads(ws.evaluation_json.read_text())
         training = json.loads(ws.training.read_text())
         report = ws.evaluation_markdown.read_text()
         curves = ws.curves_png.read_bytes()
+        scored = ws.model(PUBLISHED_VERSION).read_bytes()  # the v6 file the evaluation scored
+        ships = args.ship and training["models"][PUBLISHED_VERSION]["best_dev_gain"] > 0
+        if ships:
+            SHIPPED_RANKER.write_bytes(scored)
+        ranker = load_ranker(ws.model(PUBLISHED_VERSION))
+        shipped_model = {"sha256": hashlib.sha256(scored).hexdigest(), "version": ranker.version,
+                         "embedding_model": ranker.embedding_model, "hidden": training["hidden"],
+                         "shipped": ships, "path": str(SHIPPED_RANKER.relative_to(ROOT))}
 
     memory, haystack_memory = metadata["longmemeval_memory"], metadata["longmemeval_haystacks"]
+    locomo_memory = metadata["locomo_memory"]
     command = "bench/longmemeval.py " + " ".join(sys.argv[1:])
     results = {
         "command": command, "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -135,14 +170,19 @@ def main() -> None:
         "config": run_config["ops"], "asset_seconds": seconds, "total_seconds": total,
         "memory": {k: v for k, v in memory.items() if k not in ("questions_by_type", "dataset")},
         "haystack_memory": {k: v for k, v in haystack_memory.items() if k != "dataset"},
+        "locomo_memory": {k: v for k, v in locomo_memory.items() if k != "dataset"},
         "keys": keys,
         "pools": {k: v for k, v in metadata["longmemeval_pools"].items()
                   if k not in ("by_question_type", "questions_table", "candidates_table")},
-        "training": {"split": {part: len(training[f"{part}_ids"]) for part in ("train", "dev", "validation")},
+        "shipped_model": shipped_model,
+        "training": {"split": {part: len(training[f"{part}_ids"]) for part in ("train", "dev", "validation", "test")},
                      "classifier_dev_accuracy": training["classifier_dev_accuracy"],
                      "model_free_dev_ndcg@10": training["model_free_dev_ndcg@10"],
-                     "hidden": training["hidden"], "hidden_dev_ndcg@10": training["hidden_dev_ndcg@10"],
-                     **{v: {"best_epoch": m["best_epoch"], "best_dev_ndcg@10": m["best_dev_ndcg@10"]}
+                     "hidden": training["hidden"], "seeds": training["seeds"],
+                     "hidden_dev_gain": training["hidden_dev_gain"], "bars": training["bars"],
+                     "fallback": training["fallback"],
+                     **{v: {"best_epoch": m["best_epoch"], "best_dev_ndcg@10": m["best_dev_ndcg@10"],
+                            "best_dev_gain": m["best_dev_gain"]}
                         for v, m in training["models"].items()}},
         "evaluation": evaluation,
     }
@@ -157,7 +197,11 @@ def main() -> None:
               f"Oracle memory: {memory['pairs_inserted'] + memory['pairs_duplicate']:,} pairs · {memory['answerable']} "
               f"answerable questions of {memory['questions']}",
               f"`_S` memory: {haystack_memory['questions']} haystacks ({haystack_memory['dev_questions']} dev, "
-              f"{haystack_memory['training_questions']} training questions)",
+              f"{haystack_memory['test_questions']} test, {haystack_memory['training_questions']} training questions)",
+              f"LoCoMo memory: {locomo_memory['users']} conversations, {locomo_memory['questions']} questions "
+              f"({locomo_memory.get('train_questions', 0)} train, {locomo_memory.get('dev_questions', 0)} dev, "
+              f"{locomo_memory.get('test_questions', 0)} test)",
+              f"Shipped model: {'yes' if ships else 'no'} · v6 sha256 `{shipped_model['sha256']}`",
               "", "| asset | wall time (s) |", "|---|---:|",
               *[f"| {name} | {seconds.get(name, float('nan'))} |" for name in ASSETS],
               f"| total | {total} |", "", f"![training curves]({stem}_training_curves.png)", ""]

@@ -38,6 +38,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
 HAYSTACKS = ORACLE.with_name("longmemeval_s_train.json.gz")
+LOCOMO = PROJECT_ROOT.parent / "shared" / "data" / "locomo" / "locomo_train5.json"
 
 
 # The files that take longest go first, so with two workers the longest one (the browser test: a demo, a
@@ -259,6 +260,26 @@ def free_port() -> int:
     from dreaming_dagster.llm.local_server import free_port as local_free_port
 
     return local_free_port()
+
+
+@pytest.fixture(scope="session")
+def trimmed_locomo(tmp_path_factory):
+    """Three LoCoMo conversations (one of each part: train, dev, test) cut to their first two sessions, with the
+    questions whose evidence lies in them: a people-chat memory that embeds in seconds."""
+    import re
+
+    records = []
+    for record in json.loads(LOCOMO.read_text()):
+        if record["sample_id"] not in ("conv-26", "conv-30", "conv-43"):
+            continue
+        conversation = {key: value for key, value in record["conversation"].items()
+                        if not key.startswith("session_") or re.match(r"session_[12](_date_time)?$", key)}
+        qa = [q for q in record["qa"] if q.get("evidence") and all(
+            re.match(r"D[12]:", part) for entry in q["evidence"] for part in re.split(r"[;,\s]+", entry) if part)]
+        records.append({**record, "conversation": conversation, "qa": qa})
+    path = tmp_path_factory.mktemp("locomo") / "locomo_slice.json"
+    path.write_text(json.dumps(records))
+    return path
 
 
 # Of the slice's questions, the two whose `_S` haystacks the slice's split chooses (one dev, one training).

@@ -13,10 +13,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dreaming_dagster.embeddings import EmbeddingSpec
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 from dreaming_dagster.retrieval.features import FEATURE_NAMES, UserProfile, build_features
 from dreaming_dagster.retrieval.ranker import (
     COSINE_ONLY,
+    NO_MODEL,
     CompositeRanker,
     RankerFileError,
     SignalWeights,
@@ -24,7 +26,7 @@ from dreaming_dagster.retrieval.ranker import (
     save_ranker,
 )
 from dreaming_dagster.retrieval.recaller import Recaller, RecallLimits, composite_parameters, composite_rows
-from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, combined_score
+from dreaming_dagster.retrieval.signals import LEX_WEIGHT, SIGNAL_NAMES, combined_score
 from dreaming_dagster.storage.records import InvalidInputError
 from tests.bench_smoke import bench_module
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_lexemes, text_vector
@@ -93,14 +95,35 @@ def test_sql_signals_equal_the_python_reference(database, memory, as_of, session
         assert max(r[name] for r in everything) > 0, name
 
 
-def test_default_weights_give_exactly_cosine_order(database, memory):
-    recaller = Recaller(database, HashEmbedder())
+def test_without_a_usable_model_recall_orders_by_cosine_plus_bm25(database, memory):
+    recaller = Recaller(database, HashEmbedder(), shipped_ranker=None)
+    lexical = 0
     for text in QUERIES:
         result = recaller.recall("alice", text, k=40)
-        query = text_vector(text)
-        expected = [p.pair_id for p in memory["alice"].pool(query, 40)]
-        assert [m.pair_id for m in result] == expected
-        assert result.weights == COSINE_ONLY
+        assert result.weights == NO_MODEL and result.weights.as_dict()["lex"] == LEX_WEIGHT
+        fused = [m.signals["cos"] + LEX_WEIGHT * m.signals["lex"] for m in result]
+        assert fused == sorted(fused, reverse=True)
+        lexical += sum(m.signals["lex"] > 0 for m in result)
+        # The cosine side's own top (the exact pool order) is all in, wherever the fusion puts it.
+        assert {p.pair_id for p in memory["alice"].pool(text_vector(text), 10)} <= {m.pair_id for m in result}
+    assert lexical > 0  # BM25 took part
+
+
+def test_the_shipped_model_serves_until_one_is_published_and_only_for_its_embedder(database, memory, tmp_path):
+    shipped = write_model(tmp_path / "shipped.safetensors", 12)
+    published = tmp_path / "published.safetensors"
+    recaller = Recaller(database, HashEmbedder(), ranker_path=published, shipped_ranker=shipped)
+    assert recaller.recall("alice", "the car").weights.model == "v6 (shipped.safetensors)"
+    write_model(published, 10)
+    assert recaller.recall("alice", "the car").weights.model == "v5 (published.safetensors)"
+    published.unlink()
+    assert recaller.recall("alice", "the car").weights.model == "v6 (shipped.safetensors)"
+
+    class OtherEmbedder(HashEmbedder):
+        spec = EmbeddingSpec(model="another-model", dimension=HashEmbedder.spec.dimension)
+
+    # The shipped file reads another model's vectors: that recall would order by cosine + BM25.
+    assert Recaller(database, OtherEmbedder(), ranker_path=published, shipped_ranker=shipped).ranker() is None
 
 
 def test_as_of_keeps_only_earlier_pairs_and_measures_recency_from_it(database, memory):
@@ -209,8 +232,8 @@ def test_inconsistent_model_files_are_refused(tmp_path):
 
 def test_a_replaced_model_file_is_picked_up(database, memory, tmp_path):
     path = tmp_path / "ranker.safetensors"
-    recaller = Recaller(database, HashEmbedder(), ranker_path=path)
-    assert recaller.recall("alice", "the car").weights == COSINE_ONLY  # no file yet: cosine
+    recaller = Recaller(database, HashEmbedder(), ranker_path=path, shipped_ranker=None)
+    assert recaller.recall("alice", "the car").weights == NO_MODEL  # no file yet: cosine + BM25
     write_model(path, 3)
     assert recaller.recall("alice", "the car").weights.model.startswith("v1")
     write_model(path, 7, seed=1)
@@ -227,10 +250,10 @@ def test_a_model_trained_on_other_features_is_not_used_and_recall_goes_on(databa
     older = tmp_path / "ranker.safetensors"  # a file published before the window_share feature
     save_file(load_file(str(path)), str(older),
               metadata=metadata | {"feature_names": json.dumps(list(FEATURE_NAMES[:-1]))})
-    recaller = Recaller(database, HashEmbedder(), ranker_path=older)
+    recaller = Recaller(database, HashEmbedder(), ranker_path=older, shipped_ranker=None)
     with caplog.at_level("WARNING"):
         for _ in range(3):
-            assert recaller.recall("alice", "the car").weights == COSINE_ONLY
+            assert recaller.recall("alice", "the car").weights == NO_MODEL
     assert sum("not used" in r.getMessage() for r in caplog.records) == 1  # said once a file
     write_model(older, 10, seed=2)  # a model trained again is picked up
     assert recaller.recall("alice", "the car").weights.model.startswith("v5")

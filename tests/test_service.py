@@ -75,7 +75,7 @@ def test_save_recall_sync_and_stats_through_the_api(service):
     dated = client.post("/v1/recall", headers=h, json={"user_id": "alice", "query": "what did I adopt in March 2024?",
                                                        "as_of": "2024-04-02T00:00:00Z"}).json()
     assert dated["time"]["label"] == "1–31 March 2024" and dated["time"]["relation"] == "in"
-    assert dated["model"] == "cosine and time fit (no trained model)"
+    assert dated["model"] == "cosine + BM25 and time fit (no usable model)"
     synced = client.post("/v1/sync", headers=h, json={"user_id": "alice", "report": True}).json()
     assert synced["extraction"]["pairs"] == 2 and synced["graph"][0]["pairs"] == 2
     assert synced["keys"]["pairs"] == 2  # the keying stage ran for both, and says so

@@ -24,7 +24,7 @@ from dreaming_dagster.pipeline.extracting import extract_pending
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.reporting import recall_table
-from dreaming_dagster.retrieval.ranker import COSINE_ONLY
+from dreaming_dagster.retrieval.ranker import COSINE_ONLY, NO_MODEL, NO_MODEL_WITH_TIME
 from dreaming_dagster.retrieval.recaller import (
     NO_GRAPH_SIDE,
     NO_TIME_SIDE,
@@ -277,18 +277,18 @@ def test_llm_reported_times_are_resolved_against_the_pair(database, openai_stub,
 def test_last_months_pair_ranks_first_among_identical_pairs_without_a_model(database, local_embedder):
     dated_memory(database, local_embedder, "alice", [(SNEAKERS, f"2023-{month:02d}-15T09:00:00Z")
                                                      for month in (2, 3, 4, 5)])
-    recaller = Recaller(database, local_embedder)
+    recaller = Recaller(database, local_embedder, shipped_ranker=None)
     try:
         asked = recaller.recall("alice", "Which sneakers did I clean last month?", k=4, as_of="2023-05-20T12:00:00Z")
         assert asked.memories[0].occurred_at.month == 4 and asked.memories[0].signals["time_fit"] == 1.0
-        assert asked.weights.model == "cosine and time fit (no trained model)"
+        assert asked.weights == NO_MODEL_WITH_TIME
         assert asked.as_dict()["time"]["label"] == "1–30 April 2023"
         plain = recaller.recall("alice", "Which sneakers did I clean?", k=4, as_of="2023-05-20T12:00:00Z")
-        assert plain.time.window is None and plain.as_dict()["time"] is None and plain.weights is COSINE_ONLY
+        assert plain.time.window is None and plain.as_dict()["time"] is None and plain.weights is NO_MODEL
         assert all(m.signals["time_fit"] == 0 for m in plain)
         rendered = recall_table(asked).title
-        # The table shows the signals that carry weight, heaviest first: cosine, then time_fit at 0.5.
-        assert [column.header for column in recall_table(asked).columns][1:4] == ["score", "cos", "time\nfit"]
+        # The table shows the signals that carry weight, heaviest first: cosine, then lex and time_fit at 0.5.
+        assert [column.header for column in recall_table(asked).columns][1:5] == ["score", "cos", "lex", "time\nfit"]
         assert "last month → 1–30 April 2023" in rendered
     finally:
         recaller.close()

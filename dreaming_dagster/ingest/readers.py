@@ -23,6 +23,7 @@ from dreaming_dagster.storage.records import InvalidInputError, Rejection, parse
 DATASET_VARIABLE = "DREAMING_LONGMEMEVAL_PATH"
 _SHARED_ORACLE = Path("..") / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
 _SHARED_S_TRAIN = _SHARED_ORACLE.with_name("longmemeval_s_train.json.gz")
+_SHARED_LOCOMO = Path("..") / "shared" / "data" / "locomo" / "locomo_train5.json"
 
 
 @dataclass(frozen=True)
@@ -223,3 +224,10 @@ def default_haystacks_path() -> Path:
     from dreaming_dagster.config.dagster_env import project_root
 
     return (project_root() / _SHARED_S_TRAIN).resolve()
+
+
+def default_locomo_path() -> Path:
+    """The shared LoCoMo conversations (people chatting; the ranker's third distribution)."""
+    from dreaming_dagster.config.dagster_env import project_root
+
+    return (project_root() / _SHARED_LOCOMO).resolve()

@@ -48,6 +48,11 @@ LONGMEMEVAL_TYPES: dict[str, str] = {
     "multi-session": "multi-session",
     "knowledge-update": "knowledge-update",
     "temporal-reasoning": "temporal",
+    # LoCoMo's categories (training/locomo.py), as the ranker's types
+    "locomo-single-hop": "single-session",
+    "locomo-open-domain": "single-session",
+    "locomo-multi-hop": "multi-session",
+    "locomo-temporal": "temporal",
 }
 
 

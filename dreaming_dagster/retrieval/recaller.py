@@ -7,8 +7,8 @@ process from the query words' postings it holds (``lexical_postings.py``: one sm
 versions first), or, when no postings are held (``as_of``, a cache of 0 MB), by
 ``retrieval/exact_lexical_top_k`` from the word index: the same pairs either way. With a trained model
 loaded, one small statement before it reads the model's per-user inputs (``retrieval/user_profile``), then
-the model runs (well under a millisecond). With no model the ranking is pure cosine and the profile is
-skipped.
+the model runs (well under a millisecond): the model published for this deployment, else the one shipped with
+the package. With no usable model the ranking is cosine + BM25 (signals.py: FUSION) and the profile is skipped.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from dreaming_dagster.retrieval.lexical_postings import WordPostingsCache
 from dreaming_dagster.retrieval.profiles import read_profile
 from dreaming_dagster.retrieval.question_type import QuestionTypeClassifier, shipped_classifier
 from dreaming_dagster.retrieval.ranker import (
-    COSINE_AND_TIME,
-    COSINE_ONLY,
+    NO_MODEL,
+    NO_MODEL_WITH_TIME,
+    SHIPPED_RANKER,
     RankerFile,
     RankerFileError,
     SignalWeights,
@@ -346,7 +347,7 @@ class Recaller:
                  connections: int = DECLARED_DEFAULTS.recall_connections,
                  lexical_cache_mb: int = DECLARED_DEFAULTS.recall_lexical_cache_mb,
                  prepared_statements: bool = DECLARED_DEFAULTS.recall_prepared_statements,
-                 limits: RecallLimits = DEFAULT_RECALL_LIMITS):
+                 limits: RecallLimits = DEFAULT_RECALL_LIMITS, shipped_ranker: Path | None = SHIPPED_RANKER):
         if not 1 <= connections <= 1000:
             raise ValueError(f"connections must be between 1 and 1000, got {connections}")
         if not 1 <= pool_size <= 1000:
@@ -360,6 +361,7 @@ class Recaller:
         self.lexical_postings = WordPostingsCache(lexical_cache_mb * 2**20)
         self.database, self.embedder = database, embedder
         self.ranker_path = Path(ranker_path) if ranker_path else None
+        self.shipped_ranker = Path(shipped_ranker) if shipped_ranker else None
         self.classifier = classifier if classifier is not None else shipped_classifier()
         self.pool_size, self.ef_search, self.hubs, self.graph = pool_size, ef_search, hubs, graph
         self.time_side, self.key_pool_size, self.session_spread = time_side, key_pool_size, session_spread
@@ -367,29 +369,39 @@ class Recaller:
         self._pool: ConnectionPool | None = None
         self._lock = threading.Lock()
         self._ranker: RankerFile | None = None
-        self._ranker_stamp: tuple[int, int] | None = None
+        self._ranker_stamp: tuple[Path, int, int] | None = None
 
     # -- the model --------------------------------------------------------------------------------
     def ranker(self) -> RankerFile | None:
-        """The ranker file at ``ranker_path``, reloaded when the file changes (publishing a model is
-        replacing the file); None, meaning pure cosine, when there is no file or the file cannot serve this
-        code (trained on other features or signals, unreadable): that is logged once a file, and recall goes
-        on without it until a model is trained again."""
-        if self.ranker_path is None or not self.ranker_path.is_file():
+        """The ranker file published at ``ranker_path``, else the one shipped with the package, reloaded when
+        the file changes (publishing a model is replacing the file); None — recall then orders by cosine +
+        BM25 — when there is neither, or the file cannot serve this code (trained on other features or
+        signals, unreadable) or, for the shipped file, this embedder: that is logged once a file, and recall
+        goes on without it until a model is trained again."""
+        published = self.ranker_path is not None and self.ranker_path.is_file()
+        path = self.ranker_path if published else self.shipped_ranker
+        if path is None or not path.is_file():
             self._ranker, self._ranker_stamp = None, None
             return None
-        stat = self.ranker_path.stat()
-        stamp = (stat.st_mtime_ns, stat.st_size)
+        stat = path.stat()
+        stamp = (path, stat.st_mtime_ns, stat.st_size)
         if stamp != self._ranker_stamp:
             try:
-                ranker = load_ranker(self.ranker_path)
+                ranker = load_ranker(path)
             except RankerFileError as error:
                 logger.warning("ranker %s not used, recall ranks without a model: %s (run train_ranker_job)",
-                               self.ranker_path, error)
+                               path, error)
+                self._ranker, self._ranker_stamp = None, stamp
+                return None
+            if not published and (ranker.embedding_dim != self.embedder.spec.dimension
+                                  or ranker.embedding_model != self.embedder.spec.model):
+                logger.info("the shipped ranker reads %s embeddings, not %s's: recall orders by cosine + BM25 "
+                            "until train_ranker_job publishes a model for this embedder", ranker.embedding_model,
+                            self.embedder.spec.model)
                 self._ranker, self._ranker_stamp = None, stamp
                 return None
             if ranker.embedding_dim != self.embedder.spec.dimension:
-                raise ValueError(f"ranker {self.ranker_path} reads {ranker.embedding_dim}-d embeddings but the "
+                raise ValueError(f"ranker {path} reads {ranker.embedding_dim}-d embeddings but the "
                                  f"embedder is {self.embedder.spec}; retrain it for this embedder")
             self._ranker, self._ranker_stamp = ranker, stamp
             logger.info("loaded ranker %s in %.1f ms", ranker.name, ranker.load_seconds * 1000)
@@ -464,7 +476,7 @@ class Recaller:
         ranker = self.ranker()
         pool_size = max(self.pool_size, request.k)
         with self._session() as conn:
-            weights = COSINE_AND_TIME if asked.window else COSINE_ONLY
+            weights = NO_MODEL_WITH_TIME if asked.window else NO_MODEL
             if ranker is not None:
                 started = time.perf_counter()
                 profile = read_profile(conn, user_id=request.user_id, kg_id=request.kg_id,

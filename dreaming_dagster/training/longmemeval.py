@@ -26,7 +26,7 @@ from dreaming_dagster.retrieval.features import question_type_of
 from dreaming_dagster.storage.records import MemoryPair, parse_timestamp
 
 PairKey = str  # a pair's content hash (memory_pairs.content_hash)
-MODES = ("one-user", "per-question")
+MODES = ("one-user", "per-question", "per-conversation")
 
 
 @dataclass(frozen=True)
@@ -97,11 +97,14 @@ def iter_questions(path: Path, limit: int | None = None,
 
 
 def benchmark_user(mode: str, user_prefix: str, question_id: str) -> str:
-    """The memory a question is asked against: one user for the whole file, or one per question."""
+    """The memory a question is asked against: one user for the whole file, one per question, or one per
+    conversation."""
     if mode == "one-user":
         return user_prefix
     if mode == "per-question":
         return f"{user_prefix}-{question_id}"
+    if mode == "per-conversation":  # LoCoMo's ids: "<conversation>:<number>"
+        return f"{user_prefix}-{question_id.split(':', 1)[0]}"
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
 

@@ -2,8 +2,9 @@
 
 ``one-user``: every session of the file is one user's memory and each question's pool is drawn from all of
 it (the reference's protocol). ``per-question``: each question is its own user with its own haystack
-(LongMemEval's standard protocol). Both stream the file question by question — the ``_s`` split is
-~260 MB — save pairs in chunks (the same save path as any client: duplicates are skipped before
+(LongMemEval's standard protocol). ``per-conversation``: each conversation is one user (LoCoMo, converted by
+``training/locomo.py``; its questions share their conversation's sessions, saved once). All stream the file
+question by question — the ``_s`` split is ~260 MB — save pairs in chunks (the same save path as any client: duplicates are skipped before
 embedding, so a re-run only does what is missing) and dream with the configured providers.
 """
 
@@ -32,6 +33,14 @@ from dreaming_dagster.training.longmemeval import (
 )
 
 CHUNK = 256
+
+
+def _unsaved_sessions(raw: dict, saved: set[str]) -> dict:
+    """The haystack fields of ``raw`` without the sessions already saved (and mark this record's saved)."""
+    keep = [i for i, session_id in enumerate(raw.get("haystack_session_ids") or []) if session_id not in saved]
+    saved.update(raw.get("haystack_session_ids") or [])
+    return {field: [raw[field][i] for i in keep] for field in ("haystack_session_ids", "haystack_dates",
+                                                               "haystack_sessions")}
 
 
 @dataclass
@@ -97,10 +106,17 @@ def load_benchmark_memory(database: Database, embedder: Embedder, extractor: Ext
         counts["pairs_keyed"] += result.keys.get("pairs", 0)
         counts["keys"] += result.keys.get("statements", 0) + result.keys.get("events", 0)
 
+    saved_sessions: set[str] = set()  # per-conversation: every question repeats the whole conversation
+    previous_user = None
     for n, (raw, question) in enumerate(iter_questions(dataset, limit, only), 1):
         user_id = benchmark_user(mode, user_prefix, question.question_id)
+        if previous_user is not None and user_id != previous_user:
+            dream(previous_user)
+        previous_user = user_id
         questions.append(question)
         users[question.question_id] = user_id
+        if mode == "per-conversation":
+            raw = {**raw, **_unsaved_sessions(raw, saved_sessions)}
         for item in longmemeval_session_records([raw]):
             if isinstance(item, Rejection):
                 counts["pairs_rejected"] += 1
@@ -113,15 +129,11 @@ def load_benchmark_memory(database: Database, embedder: Embedder, extractor: Ext
                 log(f"skipped {item.where}: {error}")
             if len(pending.get(user_id, [])) >= CHUNK:
                 flush(user_id)
-        if mode == "per-question":
-            dream(user_id)
         if n % 25 == 0:
             log(f"{n} questions read · {counts['pairs_inserted']:,} pairs stored")
-    if mode == "one-user" and questions:
-        user_id = benchmark_user(mode, user_prefix, questions[0].question_id)
-        flush(user_id)
-        log(f"dreaming {user_id}: {counts['pairs_inserted']:,} new pairs")
-        dream(user_id)
+    if previous_user is not None:
+        log(f"dreaming {previous_user}: {counts['pairs_inserted']:,} new pairs in all")
+        dream(previous_user)
     return MemoryManifest(dataset=str(dataset), sha256=file_sha256(dataset), mode=mode, user_prefix=user_prefix,
                           kg_id=kg_id, questions=questions, users=users, counts=counts,
                           seconds=round(time.perf_counter() - started, 1))

@@ -35,12 +35,15 @@ def stratified_split(question_ids: Sequence[str], question_types: Sequence[str],
     return sorted(train), sorted(validation)
 
 
-# The ranker's split of LongMemEval's answerable questions, by question id: validation (reported on, never
-# selected on), dev (models, epochs and settings are chosen on it) and train. Both memories, the pooled
-# oracle and the `_S` haystacks, use the same ids, so no question trains in one and is judged in the other.
+# The ranker's split of LongMemEval's answerable questions, by question id: validation (the oracle's reported
+# part, never selected on), dev (models, epochs and settings are chosen on it), test (the `_S` haystacks'
+# reported part, never selected on) and train. Every memory uses the same ids, so no question trains in one
+# memory and is judged in another.
 VALIDATION_SHARE = 0.2
 DEV_SHARE = 0.2
+TEST_SHARE = 0.25
 SPLIT_SEED = 0
+PARTS = ("train", "dev", "validation", "test")
 
 
 @dataclass(frozen=True)
@@ -48,22 +51,28 @@ class RankerSplit:
     train: tuple[str, ...]
     dev: tuple[str, ...]
     validation: tuple[str, ...]
+    test: tuple[str, ...] = ()
 
     def part_of(self, question_id: str) -> str | None:
-        for name in ("train", "dev", "validation"):
+        for name in PARTS:
             if question_id in getattr(self, name):
                 return name
         return None
 
+    def with_questions(self, parts: dict[str, Sequence[str]]) -> RankerSplit:
+        """This split plus other questions (another distribution's), by part."""
+        return RankerSplit(**{name: tuple(sorted({*getattr(self, name), *parts.get(name, ())})) for name in PARTS})
+
 
 def ranker_split(question_ids: Sequence[str], question_types: Sequence[str]) -> RankerSplit:
     """Validation is 20% of each type (seed 0, the split every published figure reports on); dev is 20% of
-    each type of the rest."""
+    each type of the rest and test a quarter of each type of what remains."""
     type_of = dict(zip(question_ids, question_types, strict=True))
     rest, validation = stratified_split(question_ids, question_types, validation_share=VALIDATION_SHARE,
                                         seed=SPLIT_SEED)
-    train, dev = stratified_split(rest, [type_of[q] for q in rest], validation_share=DEV_SHARE, seed=SPLIT_SEED)
-    return RankerSplit(tuple(train), tuple(dev), tuple(validation))
+    rest, dev = stratified_split(rest, [type_of[q] for q in rest], validation_share=DEV_SHARE, seed=SPLIT_SEED)
+    train, test = stratified_split(rest, [type_of[q] for q in rest], validation_share=TEST_SHARE, seed=SPLIT_SEED)
+    return RankerSplit(tuple(train), tuple(dev), tuple(validation), tuple(test))
 
 
 def stratified_sample(question_ids: Sequence[str], question_types: Sequence[str], count: int, *,
@@ -76,8 +85,14 @@ def stratified_sample(question_ids: Sequence[str], question_types: Sequence[str]
     return stratified_split(question_ids, question_types, validation_share=count / len(question_ids), seed=seed)[1]
 
 
-def haystack_question_ids(split: RankerSplit, types: dict[str, str], training_questions: int) -> frozenset[str]:
-    """The questions whose `_S` haystack becomes a user: every dev question (the `_S` dev split) and a
-    stratified sample of ``training_questions`` training ones (a larger count keeps the smaller's)."""
-    train = sorted(split.train)
-    return frozenset(split.dev) | frozenset(stratified_sample(train, [types[q] for q in train], training_questions))
+def haystack_question_ids(split: RankerSplit, types: dict[str, str], training_questions: int,
+                          held_out_questions: int | None = None) -> frozenset[str]:
+    """The questions whose `_S` haystack becomes a user: the dev and test questions (all, or a stratified sample
+    of ``held_out_questions`` of each) and a stratified sample of ``training_questions`` training ones (a larger
+    count keeps the smaller's)."""
+    def sample(ids: tuple[str, ...], count: int | None) -> frozenset[str]:
+        ordered = sorted(ids)
+        return frozenset(ordered if count is None else stratified_sample(ordered, [types[q] for q in ordered], count))
+
+    return sample(split.dev, held_out_questions) | sample(split.test, held_out_questions) | sample(
+        split.train, training_questions)

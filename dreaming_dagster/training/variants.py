@@ -7,13 +7,18 @@ from dreaming_dagster.training.train import TrainingData
 VERSIONS = ("v6", "v5", "v4", "v3", "v2", "v1")
 PUBLISHED_VERSION = VERSIONS[0]  # the newest: what recall() loads when it beats the rankings without a model
 COSINE_POOL_VERSIONS = ("v2",)
-ORACLE_MEMORY, S_MEMORY = "oracle", "s"
+ORACLE_MEMORY, S_MEMORY, LOCOMO_MEMORY = "oracle", "s", "locomo"
+# How each memory is named in reports; the people-chat memory is LoCoMo's conversations (training/locomo.py).
+MEMORY_NAMES = {ORACLE_MEMORY: "oracle", S_MEMORY: "`_S`", LOCOMO_MEMORY: "LoCoMo"}
 # The ablations' model keys: the newest version trained on the pooled oracle alone, and without the time
 # parts (no time-window candidates, no time_fit, no window feature), and without the keys (no key
 # candidates, no key_match), and with key_match but no key candidates. v5 is the newest without the session
 # and text-time signals, v4 without keys already; "-without-keys" also drops the key side.
-ORACLE_ONLY, WITHOUT_TIME, WITHOUT_KEYS, WITHOUT_KEY_CANDIDATES = (
-    f"{PUBLISHED_VERSION}-{name}" for name in ("oracle-only", "without-time", "without-keys", "without-key-candidates"))
+# "-without-people-chat" is trained without LoCoMo's training conversations (the leave-one-distribution-out
+# figure on its test conversation); "-without-graph-candidates" keeps every other side.
+ORACLE_ONLY, WITHOUT_TIME, WITHOUT_KEYS, WITHOUT_KEY_CANDIDATES, WITHOUT_PEOPLE_CHAT, WITHOUT_GRAPH_CANDIDATES = (
+    f"{PUBLISHED_VERSION}-{name}" for name in ("oracle-only", "without-time", "without-keys", "without-key-candidates",
+                                               "without-people-chat", "without-graph-candidates"))
 TIME_SIGNALS, KEY_SIGNALS = ("time_fit", "time_text"), ("key_match",)
 
 
@@ -29,6 +34,8 @@ def ablation_data(data: TrainingData, key: str) -> TrainingData:
         return data.without_side("key", KEY_SIGNALS)
     if key == WITHOUT_KEY_CANDIDATES:
         return data.without_side("key", ())
+    if key == WITHOUT_GRAPH_CANDIDATES:
+        return data.without_side("graph", ())
     if key.endswith("-cosine-pool"):
         return data.vector_pool()
     return data
@@ -40,9 +47,13 @@ def version_of(key: str) -> str:
 
 
 def report_splits(data: TrainingData, training: dict) -> dict[str, list[int]]:
-    """The question sets a run is reported on, by name: the oracle's validation questions (never used to
-    choose anything), then the dev questions of each memory (which chose epochs and settings)."""
+    """The question sets a run is reported on, by name: each distribution's held-out part, never used to
+    choose anything (the oracle's validation questions, the `_S` test haystacks, LoCoMo's test
+    conversation), then the dev questions of each memory (which chose networks, epochs and settings)."""
     splits = {"oracle validation": data.rows_of(ORACLE_MEMORY, training["validation_ids"]),
+              "`_S` test": data.rows_of(S_MEMORY, training.get("test_ids", [])),
+              "LoCoMo test": data.rows_of(LOCOMO_MEMORY, training.get("test_ids", [])),
               "oracle dev": data.rows_of(ORACLE_MEMORY, training["dev_ids"]),
-              "`_S` dev": data.rows_of(S_MEMORY, training["dev_ids"])}
+              "`_S` dev": data.rows_of(S_MEMORY, training["dev_ids"]),
+              "LoCoMo dev": data.rows_of(LOCOMO_MEMORY, training["dev_ids"])}
     return {name: rows for name, rows in splits.items() if rows}

@@ -24,6 +24,14 @@ class RankerWorkspace:
         return self.root / "memory_s.json"
 
     @property
+    def locomo_questions(self) -> Path:
+        return self.root / "locomo_as_longmemeval.json"  # LoCoMo converted (training/locomo.py)
+
+    @property
+    def locomo_manifest(self) -> Path:
+        return self.root / "memory_locomo.json"
+
+    @property
     def pool_questions(self) -> Path:
         return self.root / "pools_questions.parquet"
 

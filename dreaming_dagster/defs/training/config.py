@@ -23,9 +23,18 @@ class LongMemEvalHaystacksConfig(dg.Config):
                               "haystacks; empty: the shared longmemeval_s_train.json.gz")
     training_questions: int = Field(default=100, ge=0, le=1000, description="training questions whose haystack "
                                     "becomes a user (a stratified sample; every dev question's always does)")
+    held_out_questions: int | None = Field(default=None, ge=1, le=1000, description="dev and test questions "
+                                           "whose haystack becomes a user, each a stratified sample of this many "
+                                           "(empty: all 75 and 76)")
     user_prefix: str = Field(default="longmemeval-s", description="prefix of the per-question users")
     limit_questions: int | None = Field(default=None, ge=1, description="only the first N chosen questions "
                                         "in the file (a quick look)")
+
+
+class LocomoMemoryConfig(dg.Config):
+    dataset_path: str = Field(default="", description="LoCoMo file (conversations between two people); empty: "
+                              "the shared locomo_train5.json")
+    user_prefix: str = Field(default="locomo", description="prefix of the per-conversation users")
 
 
 class LongMemEvalPoolsConfig(dg.Config):
@@ -47,10 +56,13 @@ class RankerModelConfig(dg.Config):
     epochs: int = Field(default=50, ge=1, le=1000)
     hidden_choices: list[list[int]] = Field(default=[[128, 64], [32], []], description="the networks tried, "
                                             "by hidden layer widths ([]: linear in the query embedding and "
-                                            "features); the best by dev NDCG@10 of v6 trains every version")
+                                            "features); chosen by v6's worst-distribution dev NDCG@10 gain over the best ordering without a model "
+                                            "trains every version")
     learning_rate: float = Field(default=1e-3, gt=0)
-    seed: int = 0
+    seed: int = Field(default=0, description="the seed of the published models")
+    seeds: list[int] = Field(default=[0, 1, 2], description="each network is trained with every seed; a "
+                             "difference between networks within their seeds' spread is a tie the simpler wins")
     temperature: float = Field(default=0.05, gt=0, description="ApproxNDCG's sigmoid temperature")
     batch_size: int = Field(default=32, ge=1)
-    promote: bool = Field(default=True, description="publish the newest model (v4) for recall() when it beats "
-                           "the best ranking without a model on the dev questions")
+    promote: bool = Field(default=True, description="publish the newest model (v6) for recall() when it beats, on "
+                           "every distribution's dev questions, that distribution's best ranking without a model")
