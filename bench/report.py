@@ -101,16 +101,21 @@ def recall_rows(r: dict) -> Rows:
           for sb in [r.get("shared_buffers")] if sb]]
 
 
-LONGMEMEVAL_METHODS = ("cosine", "bm25", "cosine+bm25 (RRF)", "v5", "v6-oracle-only", "v6-without-time",
-                       "v6-without-keys", "v6-without-key-candidates", "v6 + sessions spread")
+LONGMEMEVAL_METHODS = ("cosine", "bm25", "cosine+bm25 (RRF)", "cosine+bm25 (weighted)", "v5", "v6-oracle-only",
+                       "v6-without-people-chat", "v6-without-time", "v6-without-keys", "v6-without-key-candidates",
+                       "v6-without-graph-candidates", "v6 + sessions spread")
 
 
 def longmemeval_rows(r: dict) -> Rows:
     overall = r["evaluation"]["overall"]
-    haystacks = r["haystack_memory"]
+    haystacks, locomo = r["haystack_memory"], r["locomo_memory"]
     rows = [("memories", f"oracle pooled as one user ({r['memory']['answerable']} answerable questions); `_S`: "
                          f"{haystacks['questions']} haystacks, one user each ({haystacks['dev_questions']} dev, "
-                         f"{haystacks['training_questions']} training questions)"),
+                         f"{haystacks['test_questions']} test, {haystacks['training_questions']} training questions); "
+                         f"LoCoMo: {locomo['users']} conversations between people, one user each "
+                         f"({locomo['questions']} questions)"),
+            ("shipped model", f"v6, hidden layers {r['shipped_model']['hidden']} (chosen over seeds "
+                              f"{r['training']['seeds']}), sha256 {r['shipped_model']['sha256'][:12]}…"),
             ("split (questions)", ", ".join(f"{part} {n}" for part, n in r["training"]["split"].items())),
             ("wall time per asset", ", ".join(f"{k} {s} s" for k, s in r["asset_seconds"].items()))]
     for split, results in overall.items():
