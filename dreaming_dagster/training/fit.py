@@ -23,6 +23,7 @@ from dreaming_dagster.training.train import (
     TrainingData,
     TrainingOutcome,
     mean_metric,
+    ndcg_by_group,
     ranking_metrics,
     train_ranker,
 )
@@ -162,14 +163,12 @@ def fit_rankers(data: TrainingData, *, embedding_model: str, seed: int = 0, epoc
     for name, scores in model_free_scores(data.signals[dev_rows], data.mask[dev_rows]).items():
         metrics = ranking_metrics(cosine_pool if name == "cosine" else data, scores, dev_rows)
         model_free[name] = mean_metric(metrics, "ndcg@10")
-        for memory, rows in dev_groups.items():
-            members = set(rows)
-            by_memory[memory][name] = mean_metric([m for row, m in zip(dev_rows, metrics, strict=True)
-                                                   if row in members], "ndcg@10")
+        for memory, value in ndcg_by_group(metrics, dev_rows, dev_groups).items():
+            by_memory[memory][name] = value
     bars = {memory: max(scores.values()) for memory, scores in by_memory.items()}
-    fallback = {str(weight): {memory: mean_metric(ranking_metrics(data, weighted_fusion(data.signals[rows], weight),
-                                                                  rows), "ndcg@10")
-                              for memory, rows in dev_groups.items()} for weight in FUSION_WEIGHTS}
+    fallback = {str(weight): ndcg_by_group(ranking_metrics(data, weighted_fusion(data.signals[dev_rows], weight),
+                                                           dev_rows), dev_rows, dev_groups)
+                for weight in FUSION_WEIGHTS}
     log(f"{len(train_rows)} training / {len(dev_rows)} dev questions over {', '.join(dev_groups)}; dev NDCG@10 "
         "without a model: " + "; ".join(f"{memory} " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
                                         for memory, scores in by_memory.items())

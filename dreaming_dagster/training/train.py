@@ -205,11 +205,18 @@ class TrainingOutcome:
     best_dev_gain: float = float("nan")
 
 
+def ndcg_by_group(metrics: Sequence[dict[str, float]], rows: Sequence[int],
+                  groups: Mapping[str, Sequence[int]]) -> dict[str, float]:
+    """Each group's mean NDCG@10, from the metrics of ``rows`` (every group's rows among them)."""
+    position = {row: i for i, row in enumerate(rows)}
+    return {name: mean_metric([metrics[position[row]] for row in members], "ndcg@10")
+            for name, members in groups.items()}
+
+
 def worst_gain(metrics: Sequence[dict[str, float]], dev_rows: Sequence[int], groups: Mapping[str, Sequence[int]],
                bars: Mapping[str, float]) -> tuple[float, dict[str, float]]:
     """(the smallest NDCG@10 gain over a group's bar, each group's NDCG@10) from the metrics of ``dev_rows``."""
-    position = {row: i for i, row in enumerate(dev_rows)}
-    ndcg = {name: mean_metric([metrics[position[row]] for row in rows], "ndcg@10") for name, rows in groups.items()}
+    ndcg = ndcg_by_group(metrics, dev_rows, groups)
     return min(ndcg[name] - bars[name] for name in groups), ndcg
 
 
