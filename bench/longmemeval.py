@@ -179,7 +179,8 @@ def main() -> None:
                      "classifier_dev_accuracy": training["classifier_dev_accuracy"],
                      "model_free_dev_ndcg@10": training["model_free_dev_ndcg@10"],
                      "hidden": training["hidden"], "seeds": training["seeds"],
-                     "hidden_dev_gain": training["hidden_dev_gain"], "bars": training["bars"],
+                     "hidden_dev_gain": training["hidden_dev_gain"], "part_dev_gain": training["part_dev_gain"],
+                     "parts": training["parts"], "bars": training["bars"],
                      "fallback": training["fallback"],
                      **{v: {"best_epoch": m["best_epoch"], "best_dev_ndcg@10": m["best_dev_ndcg@10"],
                             "best_dev_gain": m["best_dev_gain"]}

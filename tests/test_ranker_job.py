@@ -88,6 +88,11 @@ def test_train_ranker_job_on_a_12_question_slice(database_url, tmp_path, trimmed
     assert {q.split(":")[0] for q in parts[3] if q.startswith("conv-")} == {"conv-43"} and "2a1811e2" in parts[3]
     # Every network tried with each seed; the chosen one's worst-distribution gain decides publishing.
     assert training["seeds"] == [3, 4] and all(len(v) == 2 for v in training["hidden_dev_gain"].values())
+    # Each part recall could drop is judged over the same seeds against the chosen network.
+    assert {"v6", "v6-without-keys", "v6-without-key-candidates"} <= set(training["part_dev_gain"])
+    assert all(len(v) == 2 for v in training["part_dev_gain"].values())
+    assert set(training["parts"]) == set(training["part_dev_gain"]) - {"v6"}
+    assert set(training["parts"].values()) <= {"pays", "costs", "tie"}
     assert set(training["bars"]) == {"oracle", "s", "locomo"} and training["fallback"]["chosen_lex_weight"] in (
         0.25, 0.5, 1.0, 2.0)
     keys = ("v1", "v2", "v3", "v4", "v5", "v6", "v2-cosine-pool", "v6-oracle-only", "v6-without-keys",

@@ -345,3 +345,12 @@ def test_the_network_is_chosen_by_the_worst_distribution_and_a_tie_goes_to_the_s
     assert choose_hidden({(128, 64): [0.05, 0.02, 0.04], (32,): [0.03, 0.01, 0.02], (): [0.02, 0.03, 0.01]}) == ()
     # A margin wider than any network's seeds spread is not a tie.
     assert choose_hidden({(128, 64): [0.10, 0.11, 0.10], (): [0.02, 0.03, 0.02]}) == (128, 64)
+
+
+def test_a_part_pays_only_by_more_than_the_seeds_spread():
+    from dreaming_dagster.training.fit import part_verdict
+
+    assert part_verdict([0.020, 0.021, 0.019], [0.002, 0.004, 0.003]) == "pays"
+    assert part_verdict([0.002, 0.004, 0.003], [0.020, 0.021, 0.019]) == "costs"
+    # 0.003 apart on average, but one model's seeds range over 0.004: a tie (the simpler model, without, wins it).
+    assert part_verdict([0.018, 0.020, 0.019], [0.014, 0.018, 0.016]) == "tie"

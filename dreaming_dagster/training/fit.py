@@ -32,6 +32,7 @@ from dreaming_dagster.training.variants import (
     LOCOMO_MEMORY,
     ORACLE_MEMORY,
     ORACLE_ONLY,
+    PART_ABLATIONS,
     PUBLISHED_VERSION,
     VERSIONS,
     WITHOUT_GRAPH_CANDIDATES,
@@ -84,6 +85,8 @@ class FitReport:
     # each network tried → its v6's worst-distribution dev gain, one a seed
     hidden_dev_gain: dict[str, list[float]] = field(default_factory=dict)
     seeds: tuple[int, ...] = (0,)
+    # the chosen network with all its parts, and without each part recall could drop → worst dev gain, one a seed
+    part_dev_gain: dict[str, list[float]] = field(default_factory=dict)
     # recall's order with no usable model, cos + w × lex: each weight tried → {memory: dev NDCG@10}
     fallback_dev_ndcg10: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -92,6 +95,13 @@ class FitReport:
         """The fusion weight whose worst distribution scores best on dev."""
         scores = self.fallback_dev_ndcg10
         return float(max(scores, key=lambda w: min(scores[w].values()))) if scores else None
+
+    @property
+    def part_verdicts(self) -> dict[str, str]:
+        """Each part an ablation drops → "pays", "costs" or "tie": the full model's mean worst-distribution dev
+        gain against the model without the part, a difference within the seed spread being a tie."""
+        return {key: part_verdict(self.part_dev_gain[PUBLISHED_VERSION], gains)
+                for key, gains in self.part_dev_gain.items() if key != PUBLISHED_VERSION}
 
     @property
     def bars(self) -> dict[str, tuple[str, float]]:
@@ -123,10 +133,19 @@ class FitReport:
                 "bar": {"ranking": self.bar[0], "dev_ndcg@10": self.bar[1]},
                 "bars": {memory: {"ranking": name, "dev_ndcg@10": value} for memory, (name, value) in self.bars.items()},
                 "hidden": list(self.hidden), "seeds": list(self.seeds), "hidden_dev_gain": self.hidden_dev_gain,
+                "part_dev_gain": self.part_dev_gain, "parts": self.part_verdicts,
                 "fallback": {"dev_ndcg@10": self.fallback_dev_ndcg10, "chosen_lex_weight": self.fallback_weight},
                 "models": {v: {"best_epoch": o.best_epoch, "best_dev_ndcg@10": o.best_dev_ndcg10,
                                "best_dev_gain": o.best_dev_gain, "history": o.history}
                            for v, o in self.outcomes.items()}}
+
+
+def part_verdict(with_part: Sequence[float], without_part: Sequence[float]) -> str:
+    """"pays" when the mean gain with a part beats the mean without it by more than the seed spread (the larger
+    range of the two), "costs" when it falls short by more, else "tie" (which goes to the simpler model)."""
+    spread = max(max(with_part) - min(with_part), max(without_part) - min(without_part))
+    difference = float(np.mean(with_part) - np.mean(without_part))
+    return "pays" if difference > spread else "costs" if difference < -spread else "tie"
 
 
 def choose_hidden(gains: dict[tuple[int, ...], list[float]]) -> tuple[int, ...]:
@@ -201,6 +220,7 @@ def fit_rankers(data: TrainingData, *, embedding_model: str, seed: int = 0, epoc
         if cosine_pool is not data:
             runs += [(cosine_pool_key(version), version, train_rows) for version in COSINE_POOL_VERSIONS]
     outcomes = {PUBLISHED_VERSION: tried[hidden, seed] if (hidden, seed) in tried else tried[hidden, seeds[0]]}
+    part_gains: dict[str, list[float]] = {PUBLISHED_VERSION: gains[hidden]}
     for key, version, rows in runs:
         if key in outcomes:
             continue
@@ -213,9 +233,15 @@ def fit_rankers(data: TrainingData, *, embedding_model: str, seed: int = 0, epoc
         features = pools.features(pools.ranker_types)
         outcomes[key] = train_ranker(pools, features, rows, dev_rows, version=version, seed=seed, hidden=hidden,
                                      on_epoch=report, **common)
+        if key in PART_ABLATIONS:  # a part is kept only if it pays beyond the seeds' spread: every seed decides
+            part_gains[key] = [outcomes[key].best_dev_gain if each_seed == seed else
+                               train_ranker(pools, features, rows, dev_rows, version=version, seed=each_seed,
+                                            hidden=hidden, **common).best_dev_gain for each_seed in seeds]
+            log(f"{key}: worst dev gain by seed " + ", ".join(f"{gain:+.4f}" for gain in part_gains[key]))
     outcomes = {key: outcomes[key] for key, _, _ in runs}  # in the order of the runs
     return FitReport(outcomes=outcomes, split=split,
                      predicted_types=dict(zip(data.question_ids, predicted, strict=True)),
                      classifier_dev_accuracy=accuracy, model_free_dev_ndcg10=model_free,
                      model_free_dev_by_memory=by_memory, hidden=hidden, seeds=seeds, fallback_dev_ndcg10=fallback,
-                     hidden_dev_gain={str(list(choice)): values for choice, values in gains.items()})
+                     hidden_dev_gain={str(list(choice)): values for choice, values in gains.items()},
+                     part_dev_gain=part_gains if len(part_gains) > 1 else {})

@@ -19,6 +19,9 @@ MEMORY_NAMES = {ORACLE_MEMORY: "oracle", S_MEMORY: "`_S`", LOCOMO_MEMORY: "LoCoM
 ORACLE_ONLY, WITHOUT_TIME, WITHOUT_KEYS, WITHOUT_KEY_CANDIDATES, WITHOUT_PEOPLE_CHAT, WITHOUT_GRAPH_CANDIDATES = (
     f"{PUBLISHED_VERSION}-{name}" for name in ("oracle-only", "without-time", "without-keys", "without-key-candidates",
                                                "without-people-chat", "without-graph-candidates"))
+# The ablations that each drop a part recall could do without: trained with every seed, so that whether the part
+# pays is told apart from the seeds' noise (FitReport.part_verdicts).
+PART_ABLATIONS = (WITHOUT_TIME, WITHOUT_KEYS, WITHOUT_KEY_CANDIDATES, WITHOUT_GRAPH_CANDIDATES)
 TIME_SIGNALS, KEY_SIGNALS = ("time_fit", "time_text"), ("key_match",)
 
 

@@ -274,7 +274,8 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
         published = save_ranker(newest.model, layered_settings(dreaming_db, dreaming_policy).resolved_ranker_path,
                                 embedding_model=model_name,
                                 extra={"dev_ndcg@10": newest.best_dev_ndcg10,
-                                       "worst_dev_gain": newest.best_dev_gain, "bar": bar_name,
+                                       "worst_dev_gain": newest.best_dev_gain,
+        **{f"part_{key}": verdict for key, verdict in report.part_verdicts.items()}, "bar": bar_name,
                                        "bar_dev_ndcg@10": bar})
         context.log.info(f"published {PUBLISHED_VERSION} for recall(): {published}")
     elif not beats_bar:
@@ -295,6 +296,7 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
         "question_type_accuracy_dev": report.classifier_dev_accuracy, "hidden_layers": str(list(report.hidden)),
         **{f"dev_gain_hidden_{name}": sum(values) / len(values) for name, values in report.hidden_dev_gain.items()},
         "worst_dev_gain": newest.best_dev_gain,
+        **{f"part_{key}": verdict for key, verdict in report.part_verdicts.items()},
         "training_questions": len(report.split.train), "dev_questions": len(report.split.dev),
         "validation_questions": len(report.split.validation),
         "training_curves": dg.MetadataValue.md(png_markdown(curves, "training curves")),
