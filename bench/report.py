@@ -1,6 +1,7 @@
 """docs/benchmarks.md from bench/results/*.json: every benchmark's figures, the command that produced
 them, the machine and the date, in one page; and the tables of docs/performance.md (the headline figures,
-the machine, what to tune). `make bench` reruns every benchmark and then this.
+the machine, what to tune); and every figure README and docs cite by key path, rewritten to the value its
+result file holds now. `make bench` reruns every benchmark and then this.
 
     .venv/bin/python bench/report.py
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+
+import citations
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -334,10 +337,24 @@ def render_performance(page: str) -> str:
     return page[:start] + performance_tables() + page[end:]
 
 
+def refresh_citations() -> int:
+    """Every figure README and docs cite by key path rewritten to its result file's value; how many changed."""
+    changed = 0
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text, count = citations.refreshed(page.read_text(), page)
+        if count:
+            page.write_text(text)
+            print(f"{page.relative_to(ROOT)}: {count} cited figure(s) rewritten")
+        changed += count
+    return changed
+
+
 def main() -> None:
     (ROOT / "docs" / "benchmarks.md").write_text(render())
     PERFORMANCE.write_text(render_performance(PERFORMANCE.read_text()))
-    print(f"wrote {ROOT / 'docs' / 'benchmarks.md'} and the tables of {PERFORMANCE}")
+    changed = refresh_citations()
+    print(f"wrote {ROOT / 'docs' / 'benchmarks.md'} and the tables of {PERFORMANCE}; {changed} cited figure(s) "
+          "rewritten (read the sentences around them)")
 
 
 if __name__ == "__main__":

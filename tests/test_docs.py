@@ -8,7 +8,10 @@ import re
 from urllib.parse import unquote
 
 from dreaming_dagster.config.settings import DreamingSettings
+from tests.bench_smoke import bench_module
 from tests.conftest import PROJECT_ROOT
+
+citations = bench_module("citations")  # the citation syntax, shared with bench/report.py that rewrites it
 
 DOCS = PROJECT_ROOT / "docs"
 HISTORY = re.compile(r"stops? [0-9]+|(slow|fast|normal) (hour|morning|afternoon)|the (run|session) before|"
@@ -43,25 +46,7 @@ RESULTS = PROJECT_ROOT / "bench" / "results"
 RESULT_FILE = re.compile(r"\b([a-z][a-z0-9_]*)\.json\b")
 # A measured figure as the docs write one: a decimal number, a percentage or a ratio (×1.26).
 FIGURE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*\.\d+|\d+\.\d+|\d+(?:\.\d+)?(?=%)|(?<=×)\d+(?:\.\d+)?)(?![\w.])")
-# A figure cited by its key path: [0.754](../bench/results/longmemeval.json#/evaluation/overall/…/recall@10), the
-# fragment a JSON Pointer (RFC 6901) in its URI form, so the reader can open the file and find the value.
-CITATION = re.compile(r"\[(?P<shown>[\d,]+(?:\.\d+)?%?)\]\((?P<file>(?:\.\./)?bench/results/[a-z0-9_]+\.json)#(?P<pointer>/[^)\s]*)\)")
 CODE_SPAN = re.compile(r"`[^`]*`")
-
-
-def _value_at(document, pointer: str):
-    for token in pointer.split("/")[1:]:
-        key = unquote(token).replace("~1", "/").replace("~0", "~")
-        document = document[int(key)] if isinstance(document, list) else document[key]
-    return document
-
-
-def _shows(shown: str, value: float) -> bool:
-    """Whether ``shown`` is ``value`` as the docs round it: as written, or a share written in % (0.975 → 97.5%)."""
-    number = float(shown.rstrip("%").replace(",", ""))
-    decimals = len(shown.rstrip("%").split(".")[1]) if "." in shown else 0
-    candidates = (value, value * 100) if shown.endswith("%") else (value,)
-    return any(abs(round(candidate, decimals) - number) < 10 ** -(decimals + 3) for candidate in candidates)
 
 
 def _units(page: str) -> list[str]:
@@ -89,15 +74,15 @@ def _pages():
 def test_every_cited_figure_is_the_value_at_its_key_path():
     wrong = []
     for path in _pages():
-        for citation in CITATION.finditer(path.read_text()):
+        for citation in citations.CITATION.finditer(path.read_text()):
             target = (path.parent / citation["file"]).resolve()
             where = f"{path.name}: {citation['shown']} ({target.name}#{unquote(citation['pointer'])})"
             try:
-                value = _value_at(json.loads(target.read_text()), citation["pointer"])
+                value = citations.value_at(json.loads(target.read_text()), citation["pointer"])
             except (OSError, KeyError, IndexError, ValueError, TypeError):
                 wrong.append(f"{where}: no such file or key")
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not _shows(citation["shown"], value):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not citations.shows(citation["shown"], value):
                 wrong.append(f"{where}: the file holds {value!r}")
     assert wrong == []
 
@@ -110,7 +95,7 @@ def test_every_figure_beside_a_result_file_is_cited_by_its_key_path():
         for unit in _units(path.read_text()):
             if not any((RESULTS / f"{name}.json").is_file() for name in RESULT_FILE.findall(unit)):
                 continue
-            bare = CODE_SPAN.sub(" ", CITATION.sub(" ", unit))
+            bare = CODE_SPAN.sub(" ", citations.CITATION.sub(" ", unit))
             uncited += [f"{path.name}: {figure} in {unit[:80]!r}" for figure in FIGURE.findall(bare)]
     assert uncited == []
 
@@ -123,3 +108,20 @@ def test_a_headline_figure_appears_elsewhere_only_with_its_result_file():
     repeated = [f"{path.name}: {figure} in {unit[:80]!r}" for path in _pages() for unit in _units(path.read_text())
                 if not RESULT_FILE.search(unit) for figure in FIGURE.findall(unit) if figure in headline]
     assert repeated == []
+
+
+def test_cited_figures_are_rewritten_to_their_files_values_at_the_same_precision(tmp_path):
+    results = tmp_path / "bench" / "results"
+    results.mkdir(parents=True)
+    (results / "quality.json").write_text(json.dumps({"a b": {"recall@10": 0.7541, "pool": 0.975, "pairs": 23456,
+                                                              "same": 0.5}}))
+    page = tmp_path / "docs" / "page.md"
+    page.parent.mkdir()
+    link = "../bench/results/quality.json#/a%20b"
+    text = (f"Recall [0.700]({link}/recall@10), pool [95.0%]({link}/pool), [12,345]({link}/pairs) pairs, "
+            f"unchanged [0.50]({link}/same).")
+    rewritten, changed = citations.refreshed(text, page)
+    assert changed == 3
+    assert rewritten == (f"Recall [0.754]({link}/recall@10), pool [97.5%]({link}/pool), [23,456]({link}/pairs) "
+                         f"pairs, unchanged [0.50]({link}/same).")
+    assert citations.refreshed(rewritten, page) == (rewritten, 0)
