@@ -19,9 +19,15 @@ if str(ROOT) not in sys.path:
 RESULTS = ROOT / "bench" / "results"
 
 from dreaming_dagster.ingest.readers import default_dataset_path  # noqa: E402  (needs the path above)
+from dreaming_dagster.sql import read_statement  # noqa: E402
 
 # The LongMemEval oracle file (DREAMING_LONGMEMEVAL_PATH, else ../shared/data/longmemeval/).
 ORACLE = default_dataset_path()
+
+
+def bench_sql(name: str) -> str:
+    """The benchmarks' own SQL (``bench/sql/<name>.sql``): setup and probes the package never runs."""
+    return read_statement(Path(__file__).resolve().parent / "sql", name)
 
 
 def bench_parser(docstring: str, result: str) -> argparse.ArgumentParser:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from common import (  # first: puts the project on the import path
     bench_parser,
+    bench_sql,
     counted_statements,
     embedded_admin_url,
     machine,
@@ -48,7 +49,6 @@ from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import graph_reports, linking, sync
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import save_and_sync, sync_user
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 
@@ -94,7 +94,7 @@ def main() -> None:
                 progress.advance(task, len(background[start:start + 250]))
             background_embedding_s = time.perf_counter() - started
         with database.connect() as conn:
-            conn.execute(load_sql("bench/copy_user_pairs"), {"target": "bench-2k", "source": "bench-5k", "limit": args.throughput_pairs})
+            conn.execute(bench_sql("copy_user_pairs"), {"target": "bench-2k", "source": "bench-5k", "limit": args.throughput_pairs})
 
         throughput: dict = {"runs_s": [], "statements": [], "transactions": []}
         # Taking turns, run by run: every stage (the product, the headline); without the keying stage (what
@@ -107,7 +107,7 @@ def main() -> None:
             name = names[(run + run // len(names)) % len(names)]  # each round starts with the next variant
             linking.clear_user_graph(database, "bench-2k", "default")
             with database.connect() as conn:
-                conn.execute(load_sql("bench/reset_dating_and_keys"), {"user_id": "bench-2k", "kg_id": "default"})
+                conn.execute(bench_sql("reset_dating_and_keys"), {"user_id": "bench-2k", "kg_id": "default"})
             sync.STAGES = tuple(s for s in every_stage if s.asset not in variants[name])
             try:
                 with counted_statements() as sent:

@@ -29,6 +29,7 @@ from pathlib import Path
 from common import (  # first: puts the project on the import path
     ORACLE,
     bench_parser,
+    bench_sql,
     embedded_admin_url,
     machine,
     oracle_records,
@@ -48,7 +49,6 @@ from dreaming_dagster.pipeline import graph_reports
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.training.longmemeval import iter_questions
@@ -80,7 +80,7 @@ def copy_user(database: Database, embedder, lines: list[str], user_id: str) -> f
     import_records([(f"line {n}", json.loads(line)) for n, line in enumerate(lines, 1)], user_id,
                    database=database, embedder=embedder, embed=False)
     with database.connect() as conn:
-        conn.execute(load_sql("bench/copy_embeddings_by_hash"), {"source": SOURCE, "target": user_id})
+        conn.execute(bench_sql("copy_embeddings_by_hash"), {"source": SOURCE, "target": user_id})
     return time.perf_counter() - started
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from common import (  # first: puts the project on the import path
     ORACLE,
     bench_parser,
+    bench_sql,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -87,7 +88,7 @@ def health(database: Database, user_id: str, seed: int = 7) -> dict:
     with database.connect(vectors=False) as conn:
         names = sorted(row["subject_text"] for row in conn.execute(
             load_sql("checks/live_subject_names"), {"user_id": user_id, "kg_ids": [report["kg_id"]]}))
-        over_five = conn.execute(load_sql("bench/unflagged_large_subjects"), {
+        over_five = conn.execute(bench_sql("unflagged_large_subjects"), {
             "user_id": user_id, "max_share": 0.05, "pairs": report["pairs"]}).fetchone()["n"]
     top = graph_reports.top_subjects(database, user_id, limit=15)
     return {**{k: (round(v, 4) if isinstance(v, float) else v) for k, v in report.items()},

@@ -27,6 +27,7 @@ import numpy as np
 from common import (  # first: puts the project on the import path
     ORACLE,
     bench_parser,
+    bench_sql,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -43,7 +44,6 @@ from dreaming_dagster.retrieval.recaller import (
     composite_rows,
 )
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, bm25
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.records import Rejection, parse_pair
@@ -71,7 +71,7 @@ class NoEmbedder:
 
 def bm25_ranker(conn, k1: float = 1.2, b: float = 0.75):
     docs: dict[tuple, Counter] = defaultdict(Counter)
-    for row in conn.execute(load_sql("bench/pair_lexemes"), {"user_id": USER}):
+    for row in conn.execute(bench_sql("pair_lexemes"), {"user_id": USER}):
         docs[row["content_hash"]][row["lexeme"]] += len(row["positions"] or [1])
     keys = list(docs)
     average = statistics.fmean(sum(doc.values()) for doc in docs.values())
@@ -111,7 +111,7 @@ def main() -> None:
         load_s = time.perf_counter() - started
         answerable = [q for q in questions if q.answerable]
         with database.connect() as conn:
-            conn.execute(load_sql("bench/build_fts_table"))
+            conn.execute(bench_sql("build_fts_table"))
             rank_by_bm25 = bm25_ranker(conn)
             methods = {"fts ts_rank": ("ts_rank", 0), "fts ts_rank (length-normalized)": ("ts_rank", 1),
                        "fts ts_rank_cd": ("ts_rank_cd", 0), "fts ts_rank_cd (length-normalized)": ("ts_rank_cd", 1)}
@@ -121,12 +121,12 @@ def main() -> None:
                 rankings = {}
                 for name, (ranker, normalization) in methods.items():
                     t = time.perf_counter()
-                    rows = conn.execute(load_sql("bench/fts_top_k"), {"question": q.question, "user_id": USER,
+                    rows = conn.execute(bench_sql("fts_top_k"), {"question": q.question, "user_id": USER,
                                                                         "ranker": ranker, "normalization": normalization,
                                                                         "k": K}).fetchall()
                     timings[name].append((time.perf_counter() - t) * 1000)
                     rankings[name] = [r["content_hash"] for r in rows]
-                terms = [r["lexeme"] for r in conn.execute(load_sql("bench/question_lexemes"), {"question": q.question})]
+                terms = [r["lexeme"] for r in conn.execute(bench_sql("question_lexemes"), {"question": q.question})]
                 t = time.perf_counter()
                 rankings["bm25 (same lexemes)"] = rank_by_bm25(terms)
                 timings["bm25 (same lexemes)"].append((time.perf_counter() - t) * 1000)

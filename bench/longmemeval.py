@@ -34,6 +34,7 @@ import dagster as dg
 from common import (  # first: puts the project on the import path
     ORACLE,
     ROOT,
+    bench_sql,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -49,7 +50,6 @@ from dreaming_dagster.defs.training import assets as ranker_assets
 from dreaming_dagster.ingest.readers import default_haystacks_path
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
 from dreaming_dagster.retrieval.ranker import SHIPPED_RANKER, load_ranker
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.training.longmemeval import file_sha256
 from dreaming_dagster.training.variants import PUBLISHED_VERSION
@@ -141,7 +141,7 @@ def main() -> None:
         total = round(time.perf_counter() - started, 1)
         with resources["dreaming_db"].database().connect() as conn:
             keys = {row["memory"]: {**row, "keys_per_pair": round(row["keys"] / row["pairs"], 3)}
-                    for row in conn.execute(load_sql("bench/key_counts"), {
+                    for row in conn.execute(bench_sql("key_counts"), {
                         "kg_id": TRAINING_KG_ID, "oracle_user": "longmemeval", "haystack_users": "longmemeval-s-%",
                         "locomo_users": "locomo-%"})}
         ws = RankerWorkspace(data_dir / "ranker")

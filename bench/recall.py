@@ -70,6 +70,7 @@ from common import (  # first
     ORACLE,
     ROOT,
     bench_parser,
+    bench_sql,
     embedded_admin_url,
     machine,
     percentile,
@@ -238,7 +239,7 @@ def main() -> None:
         started = time.perf_counter()
         with psycopg.connect(database.url, autocommit=True, row_factory=dict_row) as conn:
             register_vector(conn)
-            conn.execute(load_sql("bench/drop_vector_indexes"))
+            conn.execute(bench_sql("drop_vector_indexes"))
             with tqdm(total=total_pairs, desc="loading pairs", unit="pair") as progress:
                 centres = load_user(conn, rng, "heavy", args.pairs, args.subjects, args.topics, 3 * 365, progress,
                                     texts=pair_texts)
@@ -249,12 +250,12 @@ def main() -> None:
                           texts=pair_texts)
             load_s = time.perf_counter() - started
             started = time.perf_counter()
-            conn.execute(load_sql("bench/build_settings"))
+            conn.execute(bench_sql("build_settings"))
             print("building the HNSW indexes …", flush=True)
-            conn.execute(load_sql("bench/create_vector_indexes"))
+            conn.execute(bench_sql("create_vector_indexes"))
             index_s = time.perf_counter() - started
             conn.execute("VACUUM ANALYZE")
-            sizes = conn.execute(load_sql("bench/recall_data_sizes")).fetchone()
+            sizes = conn.execute(bench_sql("recall_data_sizes")).fetchone()
         results["data"] |= {"heavy_user_links": sizes["links"], "hnsw_index_size": sizes["hnsw_size"],
                             "heavy_user_postings": int(sizes["postings"]),
                             "lexical_index_size": f"{sizes['lexical_bytes'] / 2**20:.0f} MB",
@@ -467,7 +468,7 @@ def main() -> None:
             assert len(rows) == 10, ("mid", len(rows))
         mid_params = params | {"user_id": "mid", "graph_pool_size": DEFAULT_GRAPH_SIDE.pool_size,
                                "graph_subjects": DEFAULT_GRAPH_SIDE.subjects, "key_pool_size": KEY_POOL_SIZE}
-        exact_scan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_sql("bench/exact_vector_scan"),
+        exact_scan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + bench_sql("exact_vector_scan"),
                                   {"user_id": "mid", "kg_id": "default", "query": queries[0]}).fetchone()["QUERY PLAN"][0]
         scanned = exact_scan["Plan"]["Actual Rows"]
         results["mid_user"] = {

@@ -37,6 +37,7 @@ from common import (  # first: puts the project on the import path
     ORACLE,
     ROOT,
     bench_parser,
+    bench_sql,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -59,7 +60,6 @@ from dreaming_dagster.pipeline import extracting, graph_reports, linking
 from dreaming_dagster.pipeline.refinement import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 
@@ -171,7 +171,7 @@ def main() -> None:
                 deadline, reached = time.monotonic() + 300, None
                 with database.connect() as conn:
                     while time.monotonic() < deadline and process.poll() is None:
-                        moment = conn.execute(load_sql("bench/kill_moment"), {
+                        moment = conn.execute(bench_sql("kill_moment"), {
                             "user_id": user, "application_name": KILL_APP}).fetchone()["moment"]
                         if moment and moment.startswith(target):
                             reached = moment
@@ -323,7 +323,7 @@ def main() -> None:
         # --- one statement for many users
         started = time.perf_counter()
         with database.connect() as conn:
-            conn.execute(load_sql("bench/bulk_pairs_for_users"), {"users": args.bulk_users})
+            conn.execute(bench_sql("bulk_pairs_for_users"), {"users": args.bulk_users})
             indexed = conn.execute("SELECT count(*) AS n FROM lexical_corpora WHERE user_id LIKE 'bulk-%%'").fetchone()["n"]
         results["bulk_insert"] = {"users": args.bulk_users, "pairs": 2 * args.bulk_users,
                                   "seconds": round(time.perf_counter() - started, 1), "users_indexed": indexed}

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from common import (  # first: puts the project on the import path
     bench_parser,
+    bench_sql,
     embedded_admin_url,
     machine,
     oracle_records,
@@ -193,7 +194,6 @@ def scale(args, admin_url: str, home: Path) -> list[dict]:
 
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
     from dreaming_dagster.pipeline import buckets as bucketing
-    from dreaming_dagster.sql import load_sql
     from dreaming_dagster.storage import embedded
     from dreaming_dagster.storage.database import Database
 
@@ -212,7 +212,7 @@ def scale(args, admin_url: str, home: Path) -> list[dict]:
             started = time.perf_counter()
             for first in range(made + 1, size + 1, 100_000):  # 100,000 users a statement, with progress
                 with database.connect() as conn:
-                    conn.execute(load_sql("bench/generate_pairs"), {
+                    conn.execute(bench_sql("generate_pairs"), {
                         "first_user": first, "users": min(size, first + 99_999), "pairs_per_user": 1,
                         "pending_every": pending_every, "dimension": LocalMiniLMEmbedder.spec.dimension})
                 print(f"generated users up to {min(size, first + 99_999):,} "
@@ -232,7 +232,7 @@ def scale(args, admin_url: str, home: Path) -> list[dict]:
             for label, buckets in (("per_user", 0), ("buckets", args.buckets)):
                 with database.connect() as conn:
                     conn.execute("DELETE FROM fast_path_syncs")
-                    conn.execute(load_sql("bench/generate_fast_path_syncs"), {"syncs": args.syncs})
+                    conn.execute(bench_sql("generate_fast_path_syncs"), {"syncs": args.syncs})
                 row[label] = run_child(["--child-sensors", str(buckets), "--url", url, "--syncs", str(args.syncs)],
                                        env)
                 if args.ui:

@@ -22,6 +22,7 @@ from pathlib import Path
 import dagster as dg
 from common import (  # first: puts the project on the import path
     bench_parser,
+    bench_sql,
     embedded_admin_url,
     machine,
     stopped_on_exit,
@@ -63,7 +64,7 @@ def main() -> None:
             # (90,000 identical synthetic vectors would only measure HNSW inserts).
             conn.execute("DROP INDEX memory_pairs_embedding_hnsw_idx")
             conn.execute("DROP INDEX memory_pairs_reply_embedding_hnsw_idx")
-            conn.execute(load_sql("bench/generate_pairs"), {"first_user": 1, "users": args.users, "pairs_per_user": args.pairs_per_user,
+            conn.execute(bench_sql("generate_pairs"), {"first_user": 1, "users": args.users, "pairs_per_user": args.pairs_per_user,
                                           "pending_every": pending_every,
                                           "dimension": LocalMiniLMEmbedder.spec.dimension})
             conn.execute("ANALYZE memory_pairs")

@@ -39,7 +39,15 @@ import httpx
 import numpy as np
 import psycopg
 import torch
-from common import ORACLE, bench_parser, embedded_admin_url, machine, percentile, stopped_on_exit  # first
+from common import (  # first
+    ORACLE,
+    bench_parser,
+    bench_sql,
+    embedded_admin_url,
+    machine,
+    percentile,
+    stopped_on_exit,
+)
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from recall import oracle_texts
@@ -53,7 +61,6 @@ from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.service import keys
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 
@@ -194,14 +201,14 @@ def main() -> None:
         Database(url).ensure_schema(LocalMiniLMEmbedder.spec)
         with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
             register_vector(conn)
-            conn.execute(load_sql("bench/drop_vector_indexes"))
+            conn.execute(bench_sql("drop_vector_indexes"))
             with tqdm(total=sum(sizes), desc="loading pairs", unit="pair") as progress:
                 for n in sizes:
                     load_user(conn, rng, f"u{n}", n, max(n // 5, 60), max(n // 250, 10), 3 * 365, progress,
                               texts=pair_texts)
-            conn.execute(load_sql("bench/build_settings"))
+            conn.execute(bench_sql("build_settings"))
             print("building the HNSW indexes …", flush=True)
-            conn.execute(load_sql("bench/create_vector_indexes"))
+            conn.execute(bench_sql("create_vector_indexes"))
             conn.execute("VACUUM ANALYZE")
         for n in sizes:  # as dreaming leaves a user: the ranker's profile cached, not computed per recall
             refresh_profile(Database(url), f"u{n}", "default")

@@ -38,6 +38,7 @@ import psycopg
 from common import (  # first: puts the project on the import path
     ROOT,
     bench_parser,
+    bench_sql,
     machine,
     stopped_on_exit,
 )
@@ -45,7 +46,6 @@ from rich.console import Console
 from rich.table import Table
 
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
 
 SCENARIOS = ("kill", "sigterm", "wrong-keys")
@@ -90,7 +90,7 @@ class Service:
 
     def graph_lock_held(self) -> bool:
         with self.connect("dreaming") as conn:
-            return conn.execute(load_sql("bench/graph_lock_held"), {"user_id": "alice", "kg_id": "acme"}).fetchone()[0]
+            return conn.execute(bench_sql("graph_lock_held"), {"user_id": "alice", "kg_id": "acme"}).fetchone()[0]
 
 
 def pairs(count: int, offset: int) -> list[dict]:
@@ -182,7 +182,7 @@ def main() -> None:
                 def transactions() -> int:
                     time.sleep(STATS_FLUSH_SECONDS)
                     stats.execute("SELECT pg_stat_clear_snapshot()")
-                    return stats.execute(load_sql("bench/database_transactions"), {"database": "dreaming"}).fetchone()[0]
+                    return stats.execute(bench_sql("database_transactions"), {"database": "dreaming"}).fetchone()[0]
 
                 before = transactions()
                 started = time.monotonic()

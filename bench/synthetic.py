@@ -10,8 +10,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-
-from dreaming_dagster.sql import load_sql
+from common import bench_sql
 
 DIMENSION = 384
 START = datetime(2023, 1, 1, tzinfo=UTC)
@@ -64,7 +63,7 @@ def load_user(conn, rng, user_id: str, pairs: int, subjects: int, clusters: int,
     occurred_seconds = np.sort(rng.uniform(0, days * 86400, size=pairs))
     pair_ids = [uuid.UUID(bytes=rng.bytes(16), version=4) for _ in range(pairs)]
     now = datetime.now(UTC)
-    with conn.cursor() as cursor, cursor.copy(load_sql("bench/copy_pairs")) as copy:
+    with conn.cursor() as cursor, cursor.copy(bench_sql("copy_pairs")) as copy:
         copy.set_types(PAIR_TYPES)
         for start in range(0, pairs, 5000):
             stop = min(start + 5000, pairs)
@@ -80,12 +79,12 @@ def load_user(conn, rng, user_id: str, pairs: int, subjects: int, clusters: int,
                                 START + timedelta(seconds=float(occurred_seconds[i])), 12,
                                 hashlib.md5(f"{user_id}:{i}".encode()).hexdigest(), vector, reply_vector])
             progress.update(stop - start)
-    conn.execute(load_sql("bench/mark_user_dreamed"), {"user_id": user_id})
+    conn.execute(bench_sql("mark_user_dreamed"), {"user_id": user_id})
     # Index keys as the keying stage writes them: a Poisson number a pair (KEYS_PER_PAIR on average, as on
     # the LongMemEval oracle memory), each a sentence of the pair's topic.
     key_counts = np.minimum(rng.poisson(KEYS_PER_PAIR, size=pairs), 8)
     key_vectors = around(rng, centres[np.repeat(pair_topic, key_counts)], 1.0)
-    with conn.cursor() as cursor, cursor.copy(load_sql("bench/copy_keys")) as copy:
+    with conn.cursor() as cursor, cursor.copy(bench_sql("copy_keys")) as copy:
         copy.set_types(["uuid", "text", "text", "text", "int4", "text", "vector"])
         row = 0
         for i in range(pairs):
@@ -96,7 +95,7 @@ def load_user(conn, rng, user_id: str, pairs: int, subjects: int, clusters: int,
     subject_topic = rng.choice(clusters, size=subjects, p=weights)
     subject_ids = [uuid.UUID(bytes=rng.bytes(16), version=4) for _ in range(subjects)]
     subject_vectors = around(rng, centres[subject_topic], 0.8)
-    with conn.cursor() as cursor, cursor.copy(load_sql("bench/copy_subjects")) as copy:
+    with conn.cursor() as cursor, cursor.copy(bench_sql("copy_subjects")) as copy:
         copy.set_types(["uuid", "text", "text", "text", "text", "text", "vector", "timestamptz", "timestamptz"])
         for j in range(subjects):
             copy.write_row([subject_ids[j], user_id, "default", f"{user_id} subject {j}", "", "other",
@@ -105,7 +104,7 @@ def load_user(conn, rng, user_id: str, pairs: int, subjects: int, clusters: int,
     for j, topic in enumerate(subject_topic):
         by_topic.setdefault(int(topic), []).append(j)
     links = 0
-    with conn.cursor() as cursor, cursor.copy(load_sql("bench/copy_links")) as copy:
+    with conn.cursor() as cursor, cursor.copy(bench_sql("copy_links")) as copy:
         copy.set_types(["uuid", "uuid", "text", "text"])
         for i in range(pairs):
             members = by_topic.get(int(pair_topic[i]))

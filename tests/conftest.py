@@ -18,6 +18,7 @@ import pytest
 from psycopg import sql
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, OpenAICompatibleEmbedder
+from dreaming_dagster.sql import read_statement
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import (
     CONFIG_EMBEDDING_DIMENSION,
@@ -39,6 +40,16 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
 HAYSTACKS = ORACLE.with_name("longmemeval_s_train.json.gz")
 LOCOMO = PROJECT_ROOT.parent / "shared" / "data" / "locomo" / "locomo_train5.json"
+
+
+def reference_sql(name: str) -> str:
+    """The tests' reference SQL (``tests/sql/reference/<name>.sql``): the one-at-a-time merge, never shipped."""
+    return read_statement(PROJECT_ROOT / "tests" / "sql" / "reference", name)
+
+
+def bench_sql(name: str) -> str:
+    """A benchmark's setup or probe SQL (``bench/sql/<name>.sql``), which some tests run as well."""
+    return read_statement(PROJECT_ROOT / "bench" / "sql", name)
 
 
 # The files that take longest go first, so with two workers the longest one (the browser test: a demo, a

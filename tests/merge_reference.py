@@ -1,12 +1,12 @@
 """The merge stage as it was before it became set-based: pair by pair, subject by subject, a statement or
-three each (dbt_like_sql/reference/). The set-based stage must decide exactly as this does."""
+three each (tests/sql/reference/). The set-based stage must decide exactly as this does."""
 
 from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import subject_embedding_text
 from dreaming_dagster.pipeline.batches import pending_batches
 from dreaming_dagster.pipeline.merging import Candidate, append_description, choose_merge_target
-from dreaming_dagster.sql import load_sql
+from tests.conftest import reference_sql
 
 
 def merge_one_at_a_time(database, embedder, user_id: str, kg_id: str, threshold: float, batch_size: int = 30):
@@ -28,16 +28,16 @@ def _merge_pair(conn, pair, vectors, user_id, kg_id, threshold, counts) -> None:
     reinforced: set[str] = set()
     for subject in subjects:
         known_id = subject.get("subject_id")
-        if known_id and conn.execute(load_sql("reference/live_subject"), {"id": known_id, **key}).fetchone():
+        if known_id and conn.execute(reference_sql("live_subject"), {"id": known_id, **key}).fetchone():
             counts["reused"] += 1
             continue
         embedding = vectors[subject["name"]]
         candidates = [Candidate(str(row["id"]), row["subject_text"], float(row["similarity"]))
-                      for row in conn.execute(load_sql("reference/similar_subjects"),
+                      for row in conn.execute(reference_sql("similar_subjects"),
                                               {"embedding": embedding, "threshold": threshold, **key})]
         target = choose_merge_target(candidates, threshold)
         if target is None:
-            row = conn.execute(load_sql("reference/insert_subject"), {
+            row = conn.execute(reference_sql("insert_subject"), {
                 "subject_text": subject["name"], "description_text": subject.get("description", ""),
                 "subject_type": subject.get("type", "other"), "embedding": embedding,
                 "seen_at": pair["occurred_at"], **key}).fetchone()
@@ -51,17 +51,17 @@ def _merge_pair(conn, pair, vectors, user_id, kg_id, threshold, counts) -> None:
         else:
             subject_id = target.subject_id
             if subject_id not in reinforced:
-                existing = conn.execute(load_sql("reference/live_subject"), {"id": subject_id, **key}).fetchone()
+                existing = conn.execute(reference_sql("live_subject"), {"id": subject_id, **key}).fetchone()
                 _reinforce(conn, subject_id, existing["description_text"], subject, pair, key)
             counts["merged"] += 1
         reinforced.add(subject_id)
         subject["subject_id"] = subject_id
-    conn.execute(load_sql("reference/record_merge"), {"id": pair["id"], "user_id": user_id,
+    conn.execute(reference_sql("record_merge"), {"id": pair["id"], "user_id": user_id,
                                                       "extracted_subjects": Jsonb(subjects)})
     counts["pairs"] += 1
 
 
 def _reinforce(conn, subject_id, description, subject, pair, key) -> None:
-    conn.execute(load_sql("reference/merge_into_subject"), {
+    conn.execute(reference_sql("merge_into_subject"), {
         "id": subject_id, "seen_at": pair["occurred_at"], **key,
         "description_text": append_description(description, subject.get("description", ""))})

@@ -17,6 +17,7 @@ from dreaming_dagster.retrieval.signals import PoolPair, bm25, pair_similarity, 
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.records import MemoryPair
+from tests.conftest import reference_sql
 
 DIMENSION = 8
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -126,7 +127,7 @@ def build_user(database: Database, user_id: str, *, pairs: int, subjects: int, s
     with database.connect() as conn:
         for j in range(subjects):
             vector = None if j == 0 else text_vector(f"{user_id} subject {j}")
-            row = conn.execute(load_sql("reference/insert_subject"), {
+            row = conn.execute(reference_sql("insert_subject"), {
                 "user_id": user_id, "kg_id": kg_id, "subject_text": f"Topic {j}", "description_text": "",
                 "subject_type": "other", "embedding": vector, "seen_at": EPOCH}).fetchone()
             sid = str(row["id"])

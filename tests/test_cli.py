@@ -5,7 +5,7 @@ import json
 from click.testing import CliRunner
 
 from dreaming_dagster.cli import main
-from tests.conftest import pair
+from tests.conftest import pair, reference_sql
 
 
 def write_jsonl(path, lines):
@@ -105,13 +105,12 @@ def test_recall_prints_a_table_or_json_and_names_bad_fields(cli_env, tmp_path):
 
 def test_dream_status_trigger_and_restore(cli_env, database, tmp_path):
     from dreaming_dagster.embeddings import EmbeddingSpec
-    from dreaming_dagster.sql import load_sql
 
     path = write_jsonl(tmp_path / "pairs.jsonl", [json.dumps(pair(n)) for n in range(3)])
     assert CliRunner().invoke(main, ["ingest", str(path), "--user", "alice"]).exit_code == 0
     database.ensure_schema(EmbeddingSpec("stub-embed-16", 16))
     with database.connect() as conn:
-        junk = conn.execute(load_sql("reference/insert_subject"), {
+        junk = conn.execute(reference_sql("insert_subject"), {
             "user_id": "alice", "kg_id": "default", "subject_text": "lives with", "description_text": "",
             "subject_type": "other", "embedding": None, "seen_at": "2024-03-01T00:00:00Z"}).fetchone()["id"]
     status = CliRunner().invoke(main, ["dream", "status", "--user", "alice"])

@@ -24,7 +24,7 @@ from dreaming_dagster.consolidation.rules import DecayPolicy, decayed
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.records import MemoryPair
-from tests.conftest import run_concurrently
+from tests.conftest import reference_sql, run_concurrently
 from tests.retrieval_fixtures import HashEmbedder, text_vector
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -53,7 +53,7 @@ def save(database, user, n, start=0, session="s1", words=60):
 
 def subject(database, user, name, *, pairs=(), subject_type="other", description="", **fields):
     with database.connect() as conn:
-        sid = str(conn.execute(load_sql("reference/insert_subject"), {
+        sid = str(conn.execute(reference_sql("insert_subject"), {
             "user_id": user, "kg_id": "default", "subject_text": name, "description_text": description,
             "subject_type": subject_type, "embedding": text_vector(name), "seen_at": T0}).fetchone()["id"])
         for pair_id in pairs:

@@ -97,17 +97,21 @@ def test_the_memory_service_manifest_runs_dreaming_serve_with_probes_the_app_ans
     assert service["spec"]["ports"][0]["port"] == int(port) == container["ports"][0]["containerPort"]
 
 
-def test_the_wheel_carries_the_sql_the_package_loads_and_no_benchmark_or_reference_sql():
+def test_the_sql_the_package_loads_is_package_data_and_no_benchmark_or_reference_sql_is():
+    """The wheel carries every file under the package (hatch's default, nothing forced in); so every query the
+    package loads by name, and every migration, must live under dreaming_dagster/sql, and the benchmarks' and
+    tests' own SQL must not."""
     import re
     import tomllib
 
-    included = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"][
-        "wheel"]["force-include"]
-    folders = {source.removeprefix("dbt_like_sql/") for source in included}
-    assert all(target == f"dreaming_dagster/_dbt_like_sql/{source.removeprefix('dbt_like_sql/')}"
-               for source, target in included.items())
-    loaded = {match for path in (PROJECT_ROOT / "dreaming_dagster").rglob("*.py")
-              for match in re.findall(r'load_sql(?:_without)?\(\s*"([a-z_]+)/', path.read_text())}
-    assert loaded and loaded | {"migrations"} <= folders
-    assert not folders & {"bench", "reference"}
-    assert folders <= {p.name for p in (PROJECT_ROOT / "dbt_like_sql").iterdir() if p.is_dir()}
+    from dreaming_dagster.sql import MIGRATIONS_DIR, QUERIES_DIR, migration_files
+
+    wheel = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel == {"packages": ["dreaming_dagster"]}
+    package = PROJECT_ROOT / "dreaming_dagster"
+    loaded = {name for path in package.rglob("*.py")
+              for name in re.findall(r'load_sql(?:_without)?\(\s*"([a-z_]+/[a-z0-9_]+)"', path.read_text())}
+    assert len(loaded) > 100 and all((QUERIES_DIR / f"{name}.sql").is_file() for name in loaded)
+    assert MIGRATIONS_DIR.is_relative_to(package) and len(migration_files()) > 30
+    assert not {path.parent.name for path in package.rglob("*.sql")} & {"bench", "reference"}
+    assert not (PROJECT_ROOT / "dbt_like_sql").exists()

@@ -27,7 +27,7 @@ def test_configuration_lists_every_setting_and_no_other():
 
 def test_no_development_history_in_docs_code_or_benchmarks():
     files = [PROJECT_ROOT / "README.md"]
-    for root in (DOCS, PROJECT_ROOT / "dreaming_dagster", PROJECT_ROOT / "bench", PROJECT_ROOT / "dbt_like_sql"):
+    for root in (DOCS, PROJECT_ROOT / "dreaming_dagster", PROJECT_ROOT / "bench", PROJECT_ROOT / "tests" / "sql"):
         files += [path for path in root.rglob("*") if path.suffix in {".md", ".py", ".toml", ".json", ".sql"}
                   and "migrations" not in path.parts]  # applied migrations keep their text
     hits = [f"{path.relative_to(PROJECT_ROOT)}:{number}" for path in files

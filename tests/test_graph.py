@@ -15,6 +15,7 @@ from dreaming_dagster.hubs import HubRule
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import extracting, graph_reports, linking, refining
 from dreaming_dagster.pipeline.sync import sync_user
+from tests.conftest import reference_sql
 
 PLACES = ["Lisbon", "Kyoto", "Denver", "Oslo", "Nairobi", "Lima", "Austin", "Porto", "Hanoi", "Quebec"]
 THINGS = ["pottery class", "sourdough bread", "marathon training", "guitar lessons", "tax return",
@@ -182,14 +183,13 @@ def test_a_refinement_batch_keeps_taken_names_and_fails_only_the_refused_subject
     import numpy as np
 
     from dreaming_dagster.pipeline.refinement import Refinement
-    from dreaming_dagster.sql import load_sql
 
     database.ensure_schema(embedder16.spec)
     names = ["Lisbon", "Trip A", "Trip B", "Trip C", "Trip D", "Trip E"]
     ids = {}
     with database.connect() as conn:
         for name in names:
-            ids[name] = str(conn.execute(load_sql("reference/insert_subject"), {
+            ids[name] = str(conn.execute(reference_sql("insert_subject"), {
                 "user_id": "ann", "kg_id": "default", "subject_text": name,
                 "description_text": "Lisbon" if name == "Lisbon" else f"{name} first | {name} later",
                 "subject_type": "topic", "embedding": embedder16.embed([name])[0], "seen_at": "2026-01-01"}

@@ -12,7 +12,7 @@ from dreaming_dagster.pipeline import graph_reports, linking
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
-from tests.conftest import pair, run_concurrently
+from tests.conftest import bench_sql, pair, run_concurrently
 from tests.test_subject_writes import EMBEDDER, NAMES, dream_and_link
 
 
@@ -51,7 +51,7 @@ def test_the_counts_follow_every_write_and_stay_with_their_user(database):
         assert stored(database, "kai") == (9, 4)
         # A deleted pair (its links cascade) and one statement inserting for several users.
         conn.execute("DELETE FROM memory_pairs WHERE id = %s", (kai_pairs[0],))
-        conn.execute(load_sql("bench/bulk_pairs_for_users"), {"users": 3})
+        conn.execute(bench_sql("bulk_pairs_for_users"), {"users": 3})
     assert stored(database, "kai") == (8, 4) and graph_reports.memory_count_drift(database) == []
 
     linking.clear_user_graph(database, "kai", "default")

@@ -32,7 +32,7 @@ from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.records import InvalidInputError
 from dreaming_dagster.storage.user_graphs import MAX_EXTRACTION_ATTEMPTS
-from tests.conftest import PROJECT_ROOT, pair, run_concurrently
+from tests.conftest import PROJECT_ROOT, pair, reference_sql, run_concurrently
 from tests.retrieval_fixtures import HashEmbedder
 
 GOOD = json.dumps({"summary": "User plans a Lisbon trip.", "subjects": [
@@ -484,7 +484,7 @@ def live_subject(database, name: str) -> str:
     from tests.retrieval_fixtures import text_vector
 
     with database.connect() as conn:
-        return str(conn.execute(load_sql("reference/insert_subject"), {
+        return str(conn.execute(reference_sql("insert_subject"), {
             "user_id": "alice", "kg_id": "default", "subject_text": name, "description_text": "",
             "subject_type": "other", "embedding": text_vector(name), "seen_at": datetime(2026, 1, 1, tzinfo=UTC),
         }).fetchone()["id"])

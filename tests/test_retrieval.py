@@ -29,6 +29,7 @@ from dreaming_dagster.retrieval.recaller import Recaller, RecallLimits, composit
 from dreaming_dagster.retrieval.signals import LEX_WEIGHT, SIGNAL_NAMES, combined_score
 from dreaming_dagster.storage.records import InvalidInputError
 from tests.bench_smoke import bench_module
+from tests.conftest import bench_sql
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_lexemes, text_vector
 
 QUERIES = ["what did I say about hiking", "my sister's birthday", "the car", "when did we talk", "x"]
@@ -314,7 +315,6 @@ def indexed_memory(pg_admin_url):
 
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
     load_user = bench_module("synthetic").load_user
-    from dreaming_dagster.sql import load_sql
     from dreaming_dagster.storage import embedded
     from dreaming_dagster.storage.database import Database
 
@@ -327,11 +327,11 @@ def indexed_memory(pg_admin_url):
     rng = np.random.default_rng(3)
     with psycopg.connect(database.url, autocommit=True, row_factory=dict_row) as conn:
         register_vector(conn)
-        conn.execute(load_sql("bench/drop_vector_indexes"))
+        conn.execute(bench_sql("drop_vector_indexes"))
         centres = load_user(conn, rng, "heavy", 4000, 600, 40, 365, Quiet())
         for u in range(10):
             load_user(conn, rng, f"light{u}", 100, 20, 5, 30, Quiet())
-        conn.execute(load_sql("bench/create_vector_indexes"))
+        conn.execute(bench_sql("create_vector_indexes"))
         conn.execute("VACUUM ANALYZE")
     return database, centres
 

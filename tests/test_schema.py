@@ -15,7 +15,7 @@ from dreaming_dagster.storage.database import (
     apply_migrations,
     load_migrations,
 )
-from tests.conftest import pair, run_concurrently, stub_embedder
+from tests.conftest import bench_sql, pair, run_concurrently, stub_embedder
 from tests.retrieval_fixtures import HashEmbedder, text_vector
 
 SPEC = EmbeddingSpec("stub-embed-16", 16)
@@ -166,7 +166,7 @@ def test_vectors_are_stored_in_their_rows(database):
     assert saved.embedded == 120
     with database.connect() as conn:
         conn.execute("SET enable_indexscan = off; SET enable_bitmapscan = off")  # every row read
-        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_sql("bench/exact_vector_scan"),
+        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + bench_sql("exact_vector_scan"),
                             {"user_id": "alice", "kg_id": "default", "query": text_vector("the garden", 384)},
                             ).fetchone()["QUERY PLAN"][0]["Plan"]
         sizes = conn.execute("SELECT min(pg_column_size(embedding)) AS smallest, "

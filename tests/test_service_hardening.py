@@ -26,9 +26,8 @@ from hypothesis import strategies as st
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.service import keys
 from dreaming_dagster.service.app import create_app
-from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import embedded
-from tests.conftest import PROJECT_ROOT, free_port, pair
+from tests.conftest import PROJECT_ROOT, bench_sql, free_port, pair
 
 CLI = [sys.executable, "-m", "dreaming_dagster.cli"]
 
@@ -86,7 +85,7 @@ class Served:
     def graph_lock_held(self, user_id: str = "alice", kg_id: str = "acme") -> bool:
         """Whether a sync holds the graph lock of (user, kg) (storage/user_graphs.user_graph_lock's key)."""
         with self.admin_connection() as conn:
-            return conn.execute(load_sql("bench/graph_lock_held"), {"user_id": user_id, "kg_id": kg_id}).fetchone()[0]
+            return conn.execute(bench_sql("graph_lock_held"), {"user_id": user_id, "kg_id": kg_id}).fetchone()[0]
 
     def stop_database(self) -> None:
         embedded.stop(self.data_dir / "pgdata")

@@ -66,7 +66,7 @@ def question_type_of(longmemeval_type: str) -> str:
 
 @dataclass(frozen=True)
 class UserProfile:
-    """What the database says about the user at query time (``dbt_like_sql/retrieval/user_profile``)."""
+    """What the database says about the user at query time (``sql/queries/retrieval/user_profile``)."""
 
     memory_count: int = 0
     first_memory_at: datetime | None = None

@@ -1,6 +1,6 @@
 """recall(): the best memories for a query, ranked by the twelve signals with the weights a model chose.
 
-One statement (``dbt_like_sql/retrieval/composite_ranking``) builds the candidate pool (the top pairs by
+One statement (``sql/queries/retrieval/composite_ranking``) builds the candidate pool (the top pairs by
 cosine, the BM25 top it is given, pairs through the graph and from the question's time window), computes
 every signal, scores and orders; it also records the user's last-query time. The BM25 top is found in this
 process from the query words' postings it holds (``lexical_postings.py``: one small statement reads their

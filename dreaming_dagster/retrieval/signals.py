@@ -1,6 +1,6 @@
 """The twelve ranking signals, their names and order, and a plain-Python reference implementation.
 
-Serving computes the signals in one SQL statement (``dbt_like_sql/retrieval/composite_ranking.sql``);
+Serving computes the signals in one SQL statement (``sql/queries/retrieval/composite_ranking.sql``);
 this module states the same definitions in Python so the SQL can be checked against them (tests compare
 the two to 1e-6) and so the definitions read in one place. Every signal is in [0, 1]:
 

@@ -153,7 +153,7 @@ class Health(BaseModel):
     schema_version: str | None
 
 
-# -- what the inspection routes read back (the columns of dbt_like_sql/inspect/*.sql) --------------------------
+# -- what the inspection routes read back (the columns of sql/queries/inspect/*.sql) ------------------------
 class PairState(BaseModel):
     """Where a saved pair stands: its place in the session, its size and metadata, the stages done."""
 
