@@ -173,7 +173,7 @@ def ui_timings(env: dict, folder: Path) -> dict:
                     out[f"{name}_error"] = f"{type(error).__name__} after {time.perf_counter() - started:.0f} s"
             browser.close()
     finally:
-        from dreaming_dagster.cli import end_process_group
+        from dreaming_dagster.process_groups import end_process_group
 
         end_process_group(server.pid)  # the webserver and every process it started (SIGKILL after a grace)
         server.wait(timeout=60)

@@ -9,7 +9,8 @@ from tests.conftest import PROJECT_ROOT
 PACKAGE = PROJECT_ROOT / "dreaming_dagster"
 # Bottom to top. A unit is a folder of the package (config's modules each count alone) or a top-level module.
 LAYERS = [
-    {"config.settings", "config.dagster_env", "sql", "storage"},  # settings, SQL, connections, records, locks
+    {"config.settings", "config.dagster_env", "sql", "storage", "process_groups"},  # settings, SQL, connections,
+    # records, locks, process groups
     {"hubs", "embeddings", "onnx_encoder", "llm", "extraction", "prompts", "dates"},  # models and parsers
     {"config.runtime"},  # the process's defaults, built from the two layers below
     {"ingest", "retrieval", "pipeline", "consolidation", "memory", "training", "reembed", "reporting"},  # the work

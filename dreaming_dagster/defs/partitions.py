@@ -220,3 +220,34 @@ def request_rebuild(instance: dg.DagsterInstance, loaded: dg.Definitions, user_i
                             "memory_pairs": {"config": {"every_user": True}}}})
     instance.add_backfill(backfill)
     return backfill.backfill_id, partitions
+
+
+def current_partitioning() -> int:
+    """The deployment's partitioning as recorded in the memory database (0: one partition a user)."""
+    from dreaming_dagster.memory import ready_database
+
+    return bucketing.read_layout(ready_database(None))
+
+
+def change_partitioning(settings, buckets: int, *, force: bool) -> tuple[int, Switch]:
+    """Switch the deployment to ``buckets`` (0: one partition a user) on the project's Dagster instance:
+    :func:`switch_partitioning`, returning the partitioning it replaced too."""
+    from dreaming_dagster.config.dagster_env import configure_dagster_environment
+    from dreaming_dagster.memory import ready_database
+
+    database = ready_database(None)
+    previous = bucketing.read_layout(database)
+    configure_dagster_environment(settings)
+    with dg.DagsterInstance.get() as instance:
+        switch = switch_partitioning(instance, database, buckets, force=force,
+                                     max_user_partitions=settings.dagster_max_user_partitions)
+    return previous, switch
+
+
+def rebuild_users(settings, loaded: dg.Definitions, user_ids: list[str]) -> tuple[str, list[str]]:
+    """:func:`request_rebuild` on the project's Dagster instance."""
+    from dreaming_dagster.config.dagster_env import configure_dagster_environment
+
+    configure_dagster_environment(settings)
+    with dg.DagsterInstance.get() as instance:
+        return request_rebuild(instance, loaded, user_ids)
