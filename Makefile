@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test test-llm llm-local screenshots lint ui bench clean-data serve  # bench-<name> come from the pattern rule below (make skips pattern rules for .PHONY targets)
+.PHONY: install browser demo test test-quick test-llm llm-local screenshots lint ui bench clean-data serve  # bench-<name> come from the pattern rule below (make skips pattern rules for .PHONY targets)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ demo: install
 
 test: install browser lint
 	$(BIN)/pytest
+
+# The inner loop: pure-logic tests only (tests/conftest.py marks them quick), in under a minute.
+test-quick: install lint
+	$(BIN)/pytest -m "quick and not real_model"
 
 # The LLM path against a real local model (docs/llm.md#a-local-model): llama-cpp-python's OpenAI-compatible
 # server, built from source on every first install (about 5 minutes on 2 cores), and

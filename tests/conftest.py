@@ -63,7 +63,16 @@ SLOWEST_FIRST = ("test_ui.py", "test_bench_smoke_service.py", "test_service_hard
 LAST = ("test_bench_smoke_retrieval.py", "test_bench_smoke_dreaming.py")
 
 
+# The quick tier (`make test-quick`, `-m quick`): tests of pure logic, marked here rather than by hand so a new
+# test lands in a tier: quick unless it needs Postgres (a fixture that reaches the server) or is marked slow
+# (it starts processes or servers, a Dagster instance or a browser, or loads a model).
+NEEDS_POSTGRES = {"pg_admin_url"}
+
+
 def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if not NEEDS_POSTGRES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.quick)
     rank = {name: position for position, name in enumerate(SLOWEST_FIRST)}
     rank |= {name: len(SLOWEST_FIRST) + 1 + position for position, name in enumerate(LAST)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(SLOWEST_FIRST)))

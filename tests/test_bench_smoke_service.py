@@ -4,7 +4,11 @@ first, beside the browser test's set-up, rather than with the other smoke runs."
 
 from __future__ import annotations
 
+import pytest
+
 from tests.bench_smoke import run_bench
+
+pytestmark = pytest.mark.slow  # runs the service benchmarks
 
 
 def test_wrong_keys_are_throttled_before_the_database(tmp_path):

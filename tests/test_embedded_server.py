@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 import yaml
 
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.embedded import HANDLE_LIST, _forget_dead_handles
+
+pytestmark = pytest.mark.slow  # starts the embedded server, `dreaming exec` and the Dagster UI
 
 BIN = Path(sys.executable).parent
 

@@ -48,6 +48,7 @@ def model_embedder() -> LocalMiniLMEmbedder:
     return LocalMiniLMEmbedder(batch_size=32)
 
 
+@pytest.mark.slow  # starts processes or loads the model
 def test_local_embedder_returns_the_vectors_of_one_text_at_a_time_in_order(model_embedder):
     texts = ["user: where does my sister live?",
              "assistant: " + "Lisbon has steep hills, trams and tiled facades. " * 40,  # truncated at 256 pieces

@@ -353,6 +353,7 @@ def test_the_training_memory_is_no_users_partition(database, database_url, local
     assert isinstance(reported, dg.SkipReason)
 
 
+@pytest.mark.slow  # starts processes or loads the model
 def test_the_first_calls_of_a_fresh_process_may_come_from_threads(tmp_path):
     """A backend's first memory calls can race from its worker threads: the process's default database and
     embedder are built once, not once per thread (two embedded-server handles at once failed)."""

@@ -60,6 +60,7 @@ def test_entities_and_noun_phrases_become_typed_subjects():
         assert all(not is_generic(s.name) for s in extraction.subjects)
 
 
+@pytest.mark.slow  # starts processes or loads the model
 def test_the_same_pair_gives_the_same_subjects_alone_in_any_batch_and_from_a_fresh_process():
     extractor = OfflineExtractor()
     together = [e.model_dump() for e in extractor.extract_many(EXAMPLES)]
@@ -76,6 +77,7 @@ def test_the_same_pair_gives_the_same_subjects_alone_in_any_batch_and_from_a_fre
 
 
 @pytest.mark.skipif(not ORACLE.is_file(), reason="shared LongMemEval oracle file not present")
+@pytest.mark.slow  # starts processes or loads the model
 def test_worker_processes_read_as_one_process_are_kept_and_replaced_when_one_dies():
     import os
     import pickle
@@ -118,6 +120,7 @@ def test_worker_processes_read_as_one_process_are_kept_and_replaced_when_one_die
     assert extractor._workers is None and all(not worker.is_alive() for worker in workers)
 
 
+@pytest.mark.slow  # starts processes or loads the model
 def test_the_workers_start_and_read_while_other_threads_parse():
     """The workers are spawned: one started while another thread of this process is inside a parse (holding
     spaCy's locks, entities.parsing) inherits none of them, and reads while this process goes on parsing."""

@@ -18,6 +18,8 @@ from dreaming_dagster import onnx_encoder
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _minilm_dir, embedder_from_settings
 
+pytestmark = pytest.mark.slow  # exports the encoder to ONNX
+
 TEXTS = ["user: where does my sister live?",
          "assistant: " + "Lisbon has steep hills, trams and tiled facades. " * 40,  # past the 256-piece window
          "Hawaii", "", "user: I adopted a beagle named Max", "assistant: Congratulations on Max!",

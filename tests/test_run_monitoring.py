@@ -13,11 +13,14 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 from dagster._core.events import EngineEventData
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
 from dreaming_dagster.defs.run_launcher import LocalRunLauncher, worker_started
+
+pytestmark = pytest.mark.slow  # starts Dagster's daemon and run workers
 
 PROJECT_DAGSTER_YAML = Path(__file__).resolve().parent.parent / "dagster.yaml"
 

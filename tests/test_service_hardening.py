@@ -29,6 +29,8 @@ from dreaming_dagster.service.app import create_app
 from dreaming_dagster.storage import embedded
 from tests.conftest import PROJECT_ROOT, bench_sql, free_port, pair
 
+pytestmark = pytest.mark.slow  # starts the service and kills it
+
 CLI = [sys.executable, "-m", "dreaming_dagster.cli"]
 
 

@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT, free_port
 
+pytestmark = pytest.mark.slow  # drives the Dagster UI in a browser
+
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DREAMING = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
