@@ -82,8 +82,8 @@ from synthetic import DIMENSION, START, load_user, queries_around
 from tqdm import tqdm
 
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.dates.questions import NO_TIME, TimeQuery
+from dreaming_dagster.dates.ranges import TimeRange
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.ingest.readers import longmemeval_session_records
 from dreaming_dagster.retrieval.features import FEATURE_NAMES, UserProfile, build_features

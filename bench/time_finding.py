@@ -6,8 +6,8 @@ Three labelled sets of sentences, each with the time expressions a careful reade
 ranges (or none: "may I", "fall asleep", "on Sundays"): tests/data/time_sentences.tsv, user turns of the
 LongMemEval oracle's sessions, the development set the grammar's rules were corrected on;
 tests/data/time_sentences_heldout.tsv, more oracle user turns labelled after the rules were last changed;
-tests/data/time_sentences_haystacks.tsv, likewise held out, from the distractor sessions of the _S haystacks. dates/finding.py scores
-dates/expressions.find_times on each: finding precision and recall (a found expression overlaps a labelled
+tests/data/time_sentences_haystacks.tsv, likewise held out, from the distractor sessions of the _S haystacks. dates/scoring.py scores
+dates/finding.find_times on each: finding precision and recall (a found expression overlaps a labelled
 one), resolving precision and recall (and its range is the labelled one), and every sentence it gets wrong.
 Writes bench/results/time_finding.{json,md}.
 """
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from common import ROOT, bench_parser, machine  # first: puts the project on the import path
 
-from dreaming_dagster.dates.finding import read_labelled, score
+from dreaming_dagster.dates.scoring import read_labelled, score
 
 SETS = {"development": ROOT / "tests" / "data" / "time_sentences.tsv",
         "held_out": ROOT / "tests" / "data" / "time_sentences_heldout.tsv",

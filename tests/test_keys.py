@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 import numpy as np
 import pytest
 
-from dreaming_dagster.dates.expressions import TimeRange
+from dreaming_dagster.dates.ranges import TimeRange
 from dreaming_dagster.extraction.keys import (
     MAX_STATEMENTS,
     event_keys,

@@ -12,9 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dreaming_dagster.dates.expressions import FIRST_DAY, LAST_DAY, TimeRange, find_times, resolve
-from dreaming_dagster.dates.finding import read_labelled, score
+from dreaming_dagster.dates.finding import find_times
 from dreaming_dagster.dates.questions import MARGIN_DAYS, read_question
+from dreaming_dagster.dates.ranges import FIRST_DAY, LAST_DAY, TimeRange
+from dreaming_dagster.dates.rules import resolve
+from dreaming_dagster.dates.scoring import read_labelled, score
 from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.ingest.save import save_pairs
@@ -390,3 +392,18 @@ def test_each_side_of_a_two_sided_question_draws_its_own_candidates(database, lo
     finally:
         recaller.close()
     assert result.as_dict()["time"]["sides"] == ["sneaker cleaning", "Spanish classes"]
+
+
+def test_every_rule_reads_the_phrases_written_beside_it():
+    """Each pattern of the grammar carries example phrases (dates/rules.py); each is the whole of what the pattern
+    matches, and the rule's function reads it into a range."""
+    from dreaming_dagster.dates.rules import RULE_EXAMPLES, RULES
+
+    assert len(RULE_EXAMPLES) == len(RULES) and all(examples for _, _, examples in RULE_EXAMPLES)
+    unread = []
+    for pattern, function, examples in RULE_EXAMPLES:
+        for example in examples:
+            match = pattern.fullmatch(example)
+            if match is None or function(match, date(2024, 6, 20)) is None:
+                unread.append((function.__name__, example))
+    assert unread == []

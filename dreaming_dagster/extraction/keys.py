@@ -26,7 +26,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dreaming_dagster.dates.expressions import TimeRange
+from dreaming_dagster.dates.ranges import TimeRange
 
 MAX_STATEMENTS = 5
 MAX_EVENTS = 3

@@ -25,7 +25,7 @@ from datetime import UTC, date, datetime
 
 from psycopg.types.json import Jsonb
 
-from dreaming_dagster.dates.expressions import TimeRange
+from dreaming_dagster.dates.ranges import TimeRange
 from dreaming_dagster.embeddings import Embedder, embed_cached, subject_embedding_text
 from dreaming_dagster.extraction.keys import KINDS as KEY_KINDS
 from dreaming_dagster.extraction.keys import Key

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 import psycopg
 
-from dreaming_dagster.dates.expressions import TimeRange
+from dreaming_dagster.dates.ranges import TimeRange
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.storable import clean_text

@@ -2,7 +2,7 @@
 
 "I cleaned my white sneakers last Saturday", said on Wednesday 24 May 2023, is dated 20 May 2023 (day):
 recall's ``time_fit`` signal and time-window pool then find it for "which shoes did I clean last month?"
-asked in June. The grammar (``dates/expressions.py``) is offline and deterministic; only the user's turn
+asked in June. The grammar (``dates/``) is offline and deterministic; only the user's turn
 is read (what the user says happened, not the assistant's general advice). Like every stage, a batch's
 times and checkpoints commit together, so a killed run re-dates nothing twice.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dreaming_dagster.dates.expressions import Mention, find_times
+from dreaming_dagster.dates.finding import find_times
+from dreaming_dagster.dates.ranges import Mention
 from dreaming_dagster.pipeline.batches import pending_batches, stage_transaction, write_pair_times
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database

@@ -14,7 +14,7 @@ from datetime import date
 import numpy as np
 import psycopg
 
-from dreaming_dagster.dates.expressions import TimeRange
+from dreaming_dagster.dates.ranges import TimeRange
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.extraction.keys import Key, has_own_vector, pair_keys
 from dreaming_dagster.pipeline.batches import pending_batches, stage_transaction

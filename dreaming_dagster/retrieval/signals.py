@@ -49,8 +49,8 @@ from datetime import UTC, date, datetime
 
 import numpy as np
 
-from dreaming_dagster.dates.expressions import TimeRange
 from dreaming_dagster.dates.questions import MARGIN_DAYS
+from dreaming_dagster.dates.ranges import TimeRange
 from dreaming_dagster.hubs import DEFAULT_HUB_RULE, HubRule
 
 SIGNAL_NAMES: tuple[str, ...] = ("cos", "rec_lin", "rec_exp", "subj_freq", "subj_sem", "sess", "neighbor_density",
