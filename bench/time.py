@@ -39,8 +39,8 @@ from common import (  # first: puts the project on the import path
     stopped_on_exit,
 )
 
+from dreaming_dagster.dates.grammar import resolve
 from dreaming_dagster.dates.questions import read_question
-from dreaming_dagster.dates.rules import resolve
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.extraction.providers import OfflineExtractor
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreaming_dagster.dates.finding import find_times
+from dreaming_dagster.dates.grammar import resolve
 from dreaming_dagster.dates.questions import MARGIN_DAYS, read_question
 from dreaming_dagster.dates.ranges import FIRST_DAY, LAST_DAY, TimeRange
-from dreaming_dagster.dates.rules import resolve
 from dreaming_dagster.dates.scoring import read_labelled, score
 from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.ingest.embedding import user_stats
@@ -395,9 +395,9 @@ def test_each_side_of_a_two_sided_question_draws_its_own_candidates(database, lo
 
 
 def test_every_rule_reads_the_phrases_written_beside_it():
-    """Each pattern of the grammar carries example phrases (dates/rules.py); each is the whole of what the pattern
+    """Each pattern of the grammar carries example phrases (dates/grammar.py); each is the whole of what the pattern
     matches, and the rule's function reads it into a range."""
-    from dreaming_dagster.dates.rules import RULE_EXAMPLES, RULES
+    from dreaming_dagster.dates.grammar import RULE_EXAMPLES, RULES
 
     assert len(RULE_EXAMPLES) == len(RULES) and all(examples for _, _, examples in RULE_EXAMPLES)
     unread = []

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime
 
-from dreaming_dagster.dates.ranges import Mention, TimeRange, month_index, month_range, shift, span
-from dreaming_dagster.dates.rules import (
+from dreaming_dagster.dates.grammar import (
     RULE_NEEDS,
     RULES,
     Rule,
@@ -29,6 +28,7 @@ from dreaming_dagster.dates.rules import (
     weekday_name,
     year_number,
 )
+from dreaming_dagster.dates.ranges import Mention, TimeRange, month_index, month_range, shift, span
 from dreaming_dagster.dates.vocabulary import HOLIDAYS, MONTHS, NUM, UNIT, WEEKDAYS, alternation
 
 # ---------------------------------------------------------------------------------------------- finding

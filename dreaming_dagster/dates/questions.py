@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from dreaming_dagster.dates.finding import find_times
+from dreaming_dagster.dates.grammar import reference_day
 from dreaming_dagster.dates.ranges import FIRST_DAY, Mention, TimeRange
-from dreaming_dagster.dates.rules import reference_day
 
 # How far past its edges a time still partly fits a window, by granularity (days): a "last week" pair two
 # days out of a "this month" window fits a little, a "last year" pair a week out fits more.

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.types.json import Jsonb
 
-from dreaming_dagster.dates.rules import resolve
+from dreaming_dagster.dates.grammar import resolve
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.extraction.keys import Key
 from dreaming_dagster.extraction.providers import Extractor
