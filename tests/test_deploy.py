@@ -91,7 +91,7 @@ def test_the_memory_service_manifest_runs_dreaming_serve_with_probes_the_app_ans
     env = {item["name"]: item["value"] for item in container["env"]}
     settings = DreamingSettings(**{name.removeprefix("DREAMING_").lower(): value for name, value in env.items()})
     assert pod["terminationGracePeriodSeconds"] > settings.serve_shutdown_seconds  # in-flight requests finish
-    routes = {route.path for route in create_app(settings).routes}
+    routes = set(create_app(settings).openapi()["paths"])
     assert {container["readinessProbe"]["httpGet"]["path"], service["metadata"]["annotations"]["prometheus.io/path"]} <= routes
     port = container["args"][container["args"].index("--port") + 1]
     assert service["spec"]["ports"][0]["port"] == int(port) == container["ports"][0]["containerPort"]

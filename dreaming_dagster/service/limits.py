@@ -12,6 +12,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
 
 
 def error_body(code: str, message: str, field_name: str | None = None, **extra) -> dict:
@@ -220,3 +224,26 @@ class RequestBodyGuard:
 
 class _Disconnected(Exception):
     pass
+
+
+class ParsedOnceRequest(Request):
+    """A request whose JSON body RequestBodyGuard has parsed already (strictly): FastAPI reads that value
+    instead of parsing the body a second time."""
+
+    async def json(self) -> Any:
+        state = self.scope.get("state") or {}
+        if PARSED_BODY in state:
+            return state[PARSED_BODY]
+        return await super().json()
+
+
+class ParsedOnceRoute(APIRoute):
+    """The service's routes: each hands FastAPI a :class:`ParsedOnceRequest` (FastAPI's custom route class)."""
+
+    def get_route_handler(self):
+        handle = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            return await handle(ParsedOnceRequest(request.scope, request.receive))
+
+        return handler

@@ -10,6 +10,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 
+class StrictBody(BaseModel):
+    """A request body whose fields take their documented JSON types only: ``"10"`` or ``true`` is no integer,
+    ``"yes"`` no boolean, ``12345`` no date (422 naming the field); unknown fields are refused too."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
 class TimeUnderstood(BaseModel):
     """The time the question asks about, as recall read it (null: the question names no time)."""
 
