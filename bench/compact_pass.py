@@ -25,12 +25,12 @@ from common import (  # first: puts the project on the import path
     stopped_on_exit,
 )
 
+from dreaming_dagster.consolidation.consolidators import OfflineConsolidator
 from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
-from dreaming_dagster.consolidation.providers import OfflineConsolidator
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.pipeline import graph_reports
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.training.memory import load_benchmark_memory

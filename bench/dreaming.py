@@ -44,10 +44,10 @@ from rich.table import Table
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import graph_reports, linking, sync
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import save_and_sync, sync_user
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database

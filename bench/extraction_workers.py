@@ -32,10 +32,10 @@ from rich.console import Console
 from rich.table import Table
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import linking
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database

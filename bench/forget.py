@@ -38,15 +38,15 @@ from common import (  # first: puts the project on the import path
 )
 from rich.console import Console
 
+from dreaming_dagster.consolidation.consolidators import OfflineConsolidator
 from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
-from dreaming_dagster.consolidation.providers import OfflineConsolidator
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.memory.export import export_lines, import_records
 from dreaming_dagster.memory.forgetting import erase_user, forget_pairs, forget_session
 from dreaming_dagster.pipeline import graph_reports
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.storage import embedded

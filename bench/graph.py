@@ -37,11 +37,11 @@ from common import (  # first: puts the project on the import path
 
 from dreaming_dagster.demo import build_demo_users
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import graph_reports
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import GraphSide
 from dreaming_dagster.sql import load_sql

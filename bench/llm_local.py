@@ -34,8 +34,8 @@ from pathlib import Path
 from common import ORACLE, ROOT, bench_parser, embedded_admin_url, machine, stopped_on_exit
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.extraction.extractors import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.extraction.grounding import TextWords, content_words, is_grounded
-from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.extraction.schema import Extraction
 from dreaming_dagster.ingest.readers import (
     LineRecord,
@@ -46,7 +46,7 @@ from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, call_each
 from dreaming_dagster.llm.local_server import LocalChatServer, smollm2_path
 from dreaming_dagster.llm.parsing import extract_json_object
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.storage import embedded

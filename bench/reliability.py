@@ -46,7 +46,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.extraction.schema import Extraction
 from dreaming_dagster.ingest.readers import (
     LineRecord,
@@ -57,7 +57,7 @@ from dreaming_dagster.ingest.readers import (
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError
 from dreaming_dagster.pipeline import extracting, graph_reports, linking
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.storage import embedded

@@ -264,10 +264,10 @@ def child_run(partition_key: str) -> dict:
 def throughput(args, admin_url: str, home: Path) -> dict:
     """sync_user over N users in one process vs dreaming_job runs over N users with the same pairs."""
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-    from dreaming_dagster.extraction.providers import OfflineExtractor
+    from dreaming_dagster.extraction.extractors import OfflineExtractor
     from dreaming_dagster.ingest.save import save_pairs
     from dreaming_dagster.pipeline import buckets as bucketing
-    from dreaming_dagster.pipeline.refinement import OfflineRefiner
+    from dreaming_dagster.pipeline.refiners import OfflineRefiner
     from dreaming_dagster.pipeline.sync import sync_user
     from dreaming_dagster.storage import embedded
     from dreaming_dagster.storage.database import Database

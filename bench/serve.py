@@ -60,7 +60,7 @@ from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
 from dreaming_dagster.retrieval.recaller import Recaller
-from dreaming_dagster.service import keys
+from dreaming_dagster.service import api_keys
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 
@@ -215,7 +215,7 @@ def main() -> None:
         torch.manual_seed(args.seed)
         save_ranker(CompositeRanker(DIMENSION, 8), settings.resolved_ranker_path,
                     embedding_model=LocalMiniLMEmbedder.spec.model)
-        secret, _ = keys.create_key(Database(url), LocalMiniLMEmbedder.spec, "default", "bench")
+        secret, _ = api_keys.create_key(Database(url), LocalMiniLMEmbedder.spec, "default", "bench")
 
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")},
                "DREAMING_DATABASE_URL": url, "DREAMING_DATA_DIR": tmp,

@@ -35,9 +35,9 @@ from common import (  # first: puts the project on the import path
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
@@ -116,7 +116,7 @@ def main() -> None:
 
     database_wait = cumulative_seconds(stats, "psycopg", "wait")
     # the extractor's analysis (its parse, in worker processes for a batch), and its choice against the memory
-    extraction = ran["analyse"] + cumulative_seconds(stats, "dreaming_dagster/extraction/providers.py", "_choose")
+    extraction = ran["analyse"] + cumulative_seconds(stats, "dreaming_dagster/extraction/extractors.py", "_choose")
     model = ran["embed"]
     results = {
         "benchmark": "stages",

@@ -42,10 +42,10 @@ from common import (  # first: puts the project on the import path
 from dreaming_dagster.dates.grammar import resolve
 from dreaming_dagster.dates.questions import read_question
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions
 from dreaming_dagster.pipeline import dating
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.retrieval.recaller import GraphSide, TimeSide
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES, TIME_WEIGHT
 from dreaming_dagster.storage import embedded

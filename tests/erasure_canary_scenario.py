@@ -12,13 +12,13 @@ import time
 import dagster as dg
 
 from dreaming_dagster.config.runtime import default_database, default_embedder
+from dreaming_dagster.consolidation.consolidators import OfflineConsolidator
 from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
-from dreaming_dagster.consolidation.providers import OfflineConsolidator
 from dreaming_dagster.definitions import defs
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.memory.forgetting import erase_user
 from dreaming_dagster.pipeline import buckets
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 
 VICTIMS = [f"canary-victim-{n}" for n in range(4)]

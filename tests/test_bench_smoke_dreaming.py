@@ -77,7 +77,7 @@ def test_llm_cost_bench_reads_the_committed_results(tmp_path):
 
 
 def test_extraction_workers_bench(tmp_path, monkeypatch):
-    from dreaming_dagster.extraction.providers import OfflineExtractor
+    from dreaming_dagster.extraction.extractors import OfflineExtractor
 
     monkeypatch.setattr(OfflineExtractor, "PARALLEL_MIN_PAIRS", 8)  # workers take a batch this small here
     result = run_bench("extraction_workers", "--pairs", "24", "--runs", "1", out=tmp_path / "r.json")

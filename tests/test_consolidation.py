@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dreaming_dagster.consolidation import apply as apply_module
+from dreaming_dagster.consolidation.consolidators import OfflineConsolidator, Proposal
 from dreaming_dagster.consolidation.passes import (
     DREAM_SESSION,
     PassFailedError,
@@ -19,7 +20,6 @@ from dreaming_dagster.consolidation.passes import (
     restore_subject,
     run_pass,
 )
-from dreaming_dagster.consolidation.providers import OfflineConsolidator, Proposal
 from dreaming_dagster.consolidation.rules import DecayPolicy, decayed
 from dreaming_dagster.ingest.save import save_validated_pairs
 from dreaming_dagster.sql import load_sql
@@ -344,7 +344,7 @@ def test_the_sensor_fires_once_per_crossing(database, database_url, graph, monke
 def test_the_openai_provider_reads_its_directive_file_and_parses_tolerantly(database, graph, openai_stub, tmp_path):
     import json
 
-    from dreaming_dagster.consolidation.providers import OpenAIConsolidator
+    from dreaming_dagster.consolidation.consolidators import OpenAIConsolidator
     from dreaming_dagster.llm.client import JSONChatClient
 
     directive = tmp_path / "dream.md"

@@ -19,11 +19,11 @@ from dreaming_dagster.defs.resources import (
     EmbedderResource,
     LLMResource,
 )
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import dating, graph_reports, linking
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from tests.conftest import PROJECT_ROOT, pair
 

@@ -15,14 +15,14 @@ import uuid
 import pytest
 
 import dreaming_dagster as dd
+from dreaming_dagster.consolidation.consolidators import OfflineConsolidator
 from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
-from dreaming_dagster.consolidation.providers import OfflineConsolidator
 from dreaming_dagster.embeddings import _CACHES
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.memory.forgetting import erase_user, forget_pairs, forget_session, word_patterns
 from dreaming_dagster.pipeline import graph_reports
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.storage import embedded, user_graphs

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from dreaming_dagster.cli import main
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.hubs import HubRule
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import extracting, graph_reports, linking, refining
@@ -182,7 +182,7 @@ def test_extraction_reads_the_users_own_memory_for_recurring_names(database, emb
 def test_a_refinement_batch_keeps_taken_names_and_fails_only_the_refused_subject(database, embedder16):
     import numpy as np
 
-    from dreaming_dagster.pipeline.refinement import Refinement
+    from dreaming_dagster.pipeline.refiners import Refinement
 
     database.ensure_schema(embedder16.spec)
     names = ["Lisbon", "Trip A", "Trip B", "Trip C", "Trip D", "Trip E"]

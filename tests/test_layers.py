@@ -119,3 +119,15 @@ def test_every_package_the_code_imports_is_a_declared_dependency():
         if distributions and not distributions & declared:
             undeclared[module] = sorted(distributions)
     assert undeclared == {}
+
+
+def test_no_two_modules_of_the_package_share_a_name_and_none_is_too_big_to_hold():
+    """A newcomer finds a behaviour by its module's name: no name is used twice, except the files Dagster's own
+    layout names in each defs/<domain>/ folder (assets, jobs, sensors, checks); and no module passes 600 lines."""
+    from collections import Counter
+
+    dagster_layout = {"assets.py", "jobs.py", "sensors.py", "checks.py", "__init__.py", "__main__.py"}
+    modules = [path for path in PACKAGE.rglob("*.py")]
+    names = Counter(path.name for path in modules if path.name not in dagster_layout)
+    assert [name for name, count in names.items() if count > 1] == []
+    assert [path.relative_to(PACKAGE) for path in modules if len(path.read_text().splitlines()) > 600] == []

@@ -19,11 +19,11 @@ from dreaming_dagster.config.runtime import reset_defaults
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
 from dreaming_dagster.pipeline.sync import save_and_sync
 from dreaming_dagster.retrieval.recaller import Recaller
-from dreaming_dagster.service import keys
+from dreaming_dagster.service import api_keys
 from dreaming_dagster.service.app import create_app
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
@@ -236,7 +236,7 @@ def tenants(database, database_url, local_embedder, tmp_path):
     app = create_app(DreamingSettings(database_url=database_url, data_dir=tmp_path), database=database,
                      embedder=local_embedder)
     with TestClient(app) as client:
-        secrets = {t: keys.create_key(database, local_embedder.spec, t)[0] for t in ("acme", "globex")}
+        secrets = {t: api_keys.create_key(database, local_embedder.spec, t)[0] for t in ("acme", "globex")}
         yield client, {t: {"Authorization": f"Bearer {s}"} for t, s in secrets.items()}
 
 

@@ -19,7 +19,7 @@ from dreaming_dagster.extraction.entities import (
     salient_in_memory,
     singular,
 )
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.extraction.schema import MAX_SUBJECTS, SUBJECT_TYPES
 from tests.conftest import ORACLE, PROJECT_ROOT
 
@@ -68,7 +68,7 @@ def test_the_same_pair_gives_the_same_subjects_alone_in_any_batch_and_from_a_fre
     reversed_batch = [e.model_dump() for e in extractor.extract_many(EXAMPLES[::-1])][::-1]
     assert together == alone == reversed_batch
     assert [extractor.extract(*pair).model_dump() for pair in EXAMPLES] == together  # called repeatedly
-    code = ("import json, sys; from dreaming_dagster.extraction.providers import OfflineExtractor; "
+    code = ("import json, sys; from dreaming_dagster.extraction.extractors import OfflineExtractor; "
             "pairs = json.load(sys.stdin); "
             "print(json.dumps([e.model_dump() for e in OfflineExtractor().extract_many(pairs)]))")
     fresh = subprocess.run([sys.executable, "-c", code], input=json.dumps(EXAMPLES), capture_output=True,

@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError
 from dreaming_dagster.pipeline.extracting import extract_pending
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from tests.conftest import pair
 
@@ -258,7 +258,7 @@ def test_what_the_pair_does_not_say_is_dropped_and_the_rest_kept(openai_stub, ca
                      {"name": "Tagus Bridge", "description": "crosses the Douro", "type": "place"},
                      {"name": "Douro Trip", "description": "", "type": "event"},
                      {"name": "Dana", "description": "sister", "type": "person"}]}))]
-    with caplog.at_level("INFO", logger="dreaming_dagster.extraction.providers"):
+    with caplog.at_level("INFO", logger="dreaming_dagster.extraction.extractors"):
         result = extractor(openai_stub).extract("I'm going to Lisbon with my sister Dana in June", "Have fun!")
     assert [s.name for s in result.subjects] == ["Lisbon Trip", "Dana"]
     assert result.facts == ["My sister Dana comes along."] and result.times == ["in June"]
@@ -266,7 +266,7 @@ def test_what_the_pair_does_not_say_is_dropped_and_the_rest_kept(openai_stub, ca
 
 
 def test_a_refined_name_the_descriptions_do_not_hold_keeps_the_subjects_own(openai_stub):
-    from dreaming_dagster.pipeline.refinement import OpenAIRefiner
+    from dreaming_dagster.pipeline.refiners import OpenAIRefiner
 
     client = JSONChatClient(model="main-model", base_url=openai_stub.base_url, api_key="k", backoff_s=0.0)
     refiner = OpenAIRefiner(client, max_in_flight=2)

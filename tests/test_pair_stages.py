@@ -7,9 +7,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.storage import database as database_module
 from dreaming_dagster.storage.database import Database, load_migrations

@@ -9,7 +9,7 @@ import time
 import pytest
 from psycopg.types.json import Jsonb
 
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.readers import (
     LineRecord,
     iter_longmemeval_questions,
@@ -18,7 +18,7 @@ from dreaming_dagster.ingest.readers import (
 )
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import extracting, graph_reports, linking
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.storage.database import Database
 from tests.conftest import ORACLE, PROJECT_ROOT, pair, run_concurrently

@@ -22,7 +22,7 @@ from dreaming_dagster.extraction.grounding import TextWords, is_grounded
 from dreaming_dagster.llm.client import JSONChatClient, LLMCallError, chat_client
 from dreaming_dagster.llm.local_server import LocalChatServer
 from dreaming_dagster.pipeline import graph_reports
-from dreaming_dagster.pipeline.refinement import OpenAIRefiner
+from dreaming_dagster.pipeline.refiners import OpenAIRefiner
 from tests.conftest import PROJECT_ROOT, free_port
 
 pytestmark = pytest.mark.real_model

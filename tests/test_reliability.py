@@ -16,10 +16,10 @@ from click.testing import CliRunner
 
 from dreaming_dagster.cli import main
 from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.consolidation.consolidators import Proposal
 from dreaming_dagster.consolidation.passes import PassFailedError, run_pass
-from dreaming_dagster.consolidation.providers import Proposal
 from dreaming_dagster.defs.pipeline.checks import parked_pairs_check
-from dreaming_dagster.extraction.providers import OpenAIExtractor
+from dreaming_dagster.extraction.extractors import OpenAIExtractor
 from dreaming_dagster.extraction.schema import Extraction
 from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.ingest.readers import iter_longmemeval_questions, read_jsonl, read_longmemeval

@@ -12,11 +12,11 @@ import threading
 import pytest
 
 import dreaming_dagster as dd
-from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.ingest.save import BatchRejectedError, save_pairs
 from dreaming_dagster.llm.client import JSONChatClient
 from dreaming_dagster.pipeline import graph_reports
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import save_and_sync, sync_user
 from dreaming_dagster.storage.records import InvalidInputError
 from tests.conftest import PROJECT_ROOT, pair, run_concurrently

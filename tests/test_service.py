@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dreaming_dagster.cli import main
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.service import keys
+from dreaming_dagster.service import api_keys
 from dreaming_dagster.service.app import create_app
 from dreaming_dagster.service.limits import TokenBucket
 from tests.conftest import PROJECT_ROOT, free_port, pair, run_concurrently
@@ -34,7 +34,7 @@ def service(database, database_url, embedder16, tmp_path):
     """An app over the test's database and the stub's 16-d embeddings, and a key for two tenants."""
     app = create_app(service_settings(database_url, tmp_path), database=database, embedder=embedder16)
     with TestClient(app) as client:
-        secrets = {tenant: keys.create_key(database, embedder16.spec, tenant)[0] for tenant in ("acme", "globex")}
+        secrets = {tenant: api_keys.create_key(database, embedder16.spec, tenant)[0] for tenant in ("acme", "globex")}
         yield client, {tenant: {"Authorization": f"Bearer {secret}"} for tenant, secret in secrets.items()}
 
 
@@ -47,8 +47,8 @@ def test_every_route_needs_a_live_key_and_errors_have_one_shape(service, databas
         assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
         assert set(response.json()["error"]) >= {"code", "message", "field"}
     assert client.get("/v1/users/u/stats", headers=headers["acme"]).status_code == 200
-    (acme,) = [k for k in keys.list_keys(database, embedder16.spec) if k["kg_id"] == "acme"]
-    keys.revoke_key(database, embedder16.spec, acme["id"])
+    (acme,) = [k for k in api_keys.list_keys(database, embedder16.spec) if k["kg_id"] == "acme"]
+    api_keys.revoke_key(database, embedder16.spec, acme["id"])
     assert client.get("/v1/users/u/stats", headers=headers["acme"]).status_code == 401  # revoked: at once
     assert client.get("/v1/nowhere", headers=headers["globex"]).json()["error"]["code"] == "not_found"
 
@@ -107,7 +107,7 @@ def test_limits_answer_413_or_422_naming_the_field(database, database_url, embed
                                       recall_max_query_chars=50, recall_max_k=20),
                      database=database, embedder=embedder16)
     with TestClient(app) as client:
-        h = {"X-API-Key": keys.create_key(database, embedder16.spec, "acme")[0]}
+        h = {"X-API-Key": api_keys.create_key(database, embedder16.spec, "acme")[0]}
         cases = [
             (client.post("/v1/pairs", headers=h, json={"user_id": "u", "pairs": [pair(i) for i in range(4)]}), 413, "pairs"),
             (client.post("/v1/pairs", headers=h, content=b"{" + b" " * 6000 + b"}"), 413, "body"),
@@ -125,8 +125,8 @@ def test_a_key_past_its_rate_gets_429_with_retry_after(database, database_url, e
     app = create_app(service_settings(database_url, tmp_path, serve_rate_per_second=0.5, serve_rate_burst=2),
                      database=database, embedder=embedder16)
     with TestClient(app) as client:
-        h = {"X-API-Key": keys.create_key(database, embedder16.spec, "acme")[0]}
-        other = {"X-API-Key": keys.create_key(database, embedder16.spec, "acme")[0]}
+        h = {"X-API-Key": api_keys.create_key(database, embedder16.spec, "acme")[0]}
+        other = {"X-API-Key": api_keys.create_key(database, embedder16.spec, "acme")[0]}
         statuses = [client.get("/v1/users/u/stats", headers=h).status_code for _ in range(3)]
         assert statuses == [200, 200, 429]
         limited = client.get("/v1/users/u/stats", headers=h)

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.service import keys
+from dreaming_dagster.service import api_keys
 from dreaming_dagster.service.app import create_app
 from dreaming_dagster.storage import embedded
 from tests.conftest import PROJECT_ROOT, bench_sql, free_port, pair
@@ -264,7 +264,7 @@ def service(database, database_url, embedder16, tmp_path):
     app = create_app(DreamingSettings(database_url=database_url, data_dir=tmp_path, serve_max_body_bytes=5000),
                      database=database, embedder=embedder16)
     with TestClient(app) as client:
-        secrets_by_tenant = {tenant: keys.create_key(database, embedder16.spec, tenant)[0] for tenant in ("acme", "globex")}
+        secrets_by_tenant = {tenant: api_keys.create_key(database, embedder16.spec, tenant)[0] for tenant in ("acme", "globex")}
         yield client, {tenant: {"Authorization": f"Bearer {secret}"} for tenant, secret in secrets_by_tenant.items()}
 
 
@@ -343,8 +343,8 @@ def test_failed_authentications_are_throttled_per_address(database, database_url
     app = create_app(DreamingSettings(database_url=database_url, data_dir=tmp_path, serve_auth_failure_burst=3,
                                       serve_auth_failure_rate=0.1), database=database, embedder=embedder16)
     with TestClient(app) as client:
-        good = {"X-API-Key": keys.create_key(database, embedder16.spec, "acme")[0]}
-        used = {"X-API-Key": keys.create_key(database, embedder16.spec, "acme")[0]}
+        good = {"X-API-Key": api_keys.create_key(database, embedder16.spec, "acme")[0]}
+        used = {"X-API-Key": api_keys.create_key(database, embedder16.spec, "acme")[0]}
         assert client.get("/v1/users/u/stats", headers=used).status_code == 200
         statuses = [client.get("/v1/users/u/stats", headers={"X-API-Key": f"dd_{n}"}).status_code for n in range(5)]
         assert statuses == [401, 401, 401, 429, 429]
@@ -352,8 +352,8 @@ def test_failed_authentications_are_throttled_per_address(database, database_url
         assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
         # A key that authenticated before is still looked up from the throttled address, and honoured...
         assert client.get("/v1/users/u/stats", headers=used).status_code == 200
-        (row,) = [k for k in keys.list_keys(database, embedder16.spec) if k["prefix"] == used["X-API-Key"][:10]]
-        keys.revoke_key(database, embedder16.spec, row["id"])
+        (row,) = [k for k in api_keys.list_keys(database, embedder16.spec) if k["prefix"] == used["X-API-Key"][:10]]
+        api_keys.revoke_key(database, embedder16.spec, row["id"])
         assert client.get("/v1/users/u/stats", headers=used).status_code == 401  # ...until it is revoked
         assert client.get("/v1/users/u/stats", headers=used).status_code == 429
     with TestClient(app, client=("10.1.2.3", 5000)) as other_address:

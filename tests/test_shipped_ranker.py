@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from dreaming_dagster.extraction.providers import OfflineExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.save import save_pairs
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.retrieval.ranker import NO_MODEL, SHIPPED_RANKER, load_ranker
 from dreaming_dagster.retrieval.recaller import Recaller

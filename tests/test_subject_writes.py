@@ -14,7 +14,7 @@ import pytest
 
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import linking, merging, refining
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import user_graphs
 from dreaming_dagster.storage.database import Database

@@ -17,13 +17,13 @@ from dreaming_dagster.dates.grammar import resolve
 from dreaming_dagster.dates.questions import MARGIN_DAYS, read_question
 from dreaming_dagster.dates.ranges import FIRST_DAY, LAST_DAY, TimeRange
 from dreaming_dagster.dates.scoring import read_labelled, score
-from dreaming_dagster.extraction.providers import OfflineExtractor, OpenAIExtractor
+from dreaming_dagster.extraction.extractors import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.ingest.embedding import user_stats
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.llm.client import JSONChatClient
 from dreaming_dagster.pipeline import dating
 from dreaming_dagster.pipeline.extracting import extract_pending
-from dreaming_dagster.pipeline.refinement import OfflineRefiner
+from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.reporting import recall_table
 from dreaming_dagster.retrieval.ranker import COSINE_ONLY, NO_MODEL, NO_MODEL_WITH_TIME

@@ -91,8 +91,8 @@ def dream_status_command(user_id: str, kg_id: str) -> None:
 @click.option("--force", is_flag=True, help="Run even if the input is unchanged since the last pass.")
 def dream_trigger(user_id: str, kg_id: str, compact: bool, force: bool) -> None:
     """Run a consolidation pass for USER now, in this process (the same pass consolidation_job runs)."""
+    from dreaming_dagster.consolidation.consolidators import consolidator_from_settings
     from dreaming_dagster.consolidation.passes import PassFailedError, PassPolicy, run_pass
-    from dreaming_dagster.consolidation.providers import consolidator_from_settings
 
     exit_on_sigterm()
     checked_user(user_id, kg_id)

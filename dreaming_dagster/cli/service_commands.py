@@ -49,7 +49,7 @@ def keys() -> None:
 @click.option("--name", default="", help="What the key is for (shown by `keys list`).")
 def keys_create(kg_id: str, name: str) -> None:
     """Print a new key once: store it now, it cannot be shown again."""
-    from dreaming_dagster.service import keys as api_keys
+    from dreaming_dagster.service import api_keys
 
     try:
         secret, row = api_keys.create_key(default_database(), default_embedder().spec, kg_id, name)
@@ -61,7 +61,7 @@ def keys_create(kg_id: str, name: str) -> None:
 
 @keys.command("list")
 def keys_list() -> None:
-    from dreaming_dagster.service import keys as api_keys
+    from dreaming_dagster.service import api_keys
 
     for row in api_keys.list_keys(default_database(), default_embedder().spec):
         state = f"revoked {row['revoked_at']:%Y-%m-%d %H:%M}" if row["revoked_at"] else "live"
@@ -72,7 +72,7 @@ def keys_list() -> None:
 @click.argument("key_id")
 def keys_revoke(key_id: str) -> None:
     """Revoke the key KEY_ID (from `keys list`): its next request gets 401."""
-    from dreaming_dagster.service import keys as api_keys
+    from dreaming_dagster.service import api_keys
 
     row = api_keys.revoke_key(default_database(), default_embedder().spec, key_id)
     if row is None:

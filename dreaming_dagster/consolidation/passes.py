@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.consolidation.apply import GraphState, Outcome, apply_checked, names_to_embed
+from dreaming_dagster.consolidation.consolidators import Consolidator
 from dreaming_dagster.consolidation.inputs import (
     PassInput,
     compact_clusters,
@@ -29,7 +30,6 @@ from dreaming_dagster.consolidation.inputs import (
     input_fingerprint,
 )
 from dreaming_dagster.consolidation.mutations import parse_mutations
-from dreaming_dagster.consolidation.providers import Consolidator
 from dreaming_dagster.consolidation.rules import DecayPolicy, Protection
 from dreaming_dagster.embeddings import Embedder, subject_embedding_text
 from dreaming_dagster.ingest.tokens import count_tokens

@@ -21,9 +21,8 @@ from pydantic import PrivateAttr
 
 from dreaming_dagster.config.settings import ENV_PREFIX, DreamingSettings
 from dreaming_dagster.embeddings import Embedder, embedder_from_settings
-from dreaming_dagster.extraction.providers import Extractor
-from dreaming_dagster.pipeline.providers import extractor_from_settings, refiner_from_settings
-from dreaming_dagster.pipeline.refinement import Refiner
+from dreaming_dagster.extraction.extractors import Extractor, extractor_from_settings
+from dreaming_dagster.pipeline.refiners import Refiner, refiner_from_settings
 from dreaming_dagster.storage.database import Database
 
 

@@ -12,8 +12,8 @@ from psycopg.types.json import Jsonb
 
 from dreaming_dagster.dates.grammar import resolve
 from dreaming_dagster.embeddings import Embedder
+from dreaming_dagster.extraction.extractors import Extractor
 from dreaming_dagster.extraction.keys import Key
-from dreaming_dagster.extraction.providers import Extractor
 from dreaming_dagster.llm.client import CallSkippedError, ProviderUnavailableError
 from dreaming_dagster.pipeline.batches import (
     Failures,

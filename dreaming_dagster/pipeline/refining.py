@@ -13,7 +13,7 @@ from dreaming_dagster.pipeline.batches import (
     stage_transaction,
     write_each_if_refused,
 )
-from dreaming_dagster.pipeline.refinement import Refiner
+from dreaming_dagster.pipeline.refiners import Refiner
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 

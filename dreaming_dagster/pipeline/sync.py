@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from psycopg.types.json import Jsonb
 
 from dreaming_dagster.embeddings import Embedder
-from dreaming_dagster.extraction.providers import Extractor
+from dreaming_dagster.extraction.extractors import Extractor
 from dreaming_dagster.hubs import (
     DEFAULT_HUB_RULE,
     MEGA_NODE_MAX_SHARE,
@@ -30,7 +30,7 @@ from dreaming_dagster.ingest.embedding import embed_pending_pairs
 from dreaming_dagster.ingest.save import SaveResult, save_pairs
 from dreaming_dagster.pipeline import batches, dating, extracting, graph_reports, keying, linking, refining
 from dreaming_dagster.pipeline.merging import DEFAULT_THRESHOLD, merge_ratio
-from dreaming_dagster.pipeline.refinement import Refiner
+from dreaming_dagster.pipeline.refiners import Refiner
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage import user_graphs
@@ -155,7 +155,8 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     graph's shape (``SyncResult.graph``) and the graph checks — which costs time in proportion to the
     user's memory (`dreaming sync` asks for it; an agent between two turns usually does not)."""
     from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
-    from dreaming_dagster.pipeline.providers import extractor_from_settings, refiner_from_settings
+    from dreaming_dagster.extraction.extractors import extractor_from_settings
+    from dreaming_dagster.pipeline.refiners import refiner_from_settings
 
     user_id = validate_identifier(user_id, "user_id")
     kg_id = validate_identifier(kg_id, "kg_id") if kg_id else None  # refused before any stage runs

@@ -19,7 +19,7 @@ from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.service.dependencies import Service
 from dreaming_dagster.service.errors import install_error_handlers
 from dreaming_dagster.service.limits import ParsedOnceRoute, RequestBodyGuard, TokenBucket
-from dreaming_dagster.service.metrics import ServiceMetrics
+from dreaming_dagster.service.prometheus import ServiceMetrics
 from dreaming_dagster.service.routes import dreaming, operations, pairs, recall, users
 from dreaming_dagster.storage.database import Database
 
@@ -28,7 +28,7 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
                embedder: Embedder | None = None) -> FastAPI:
     """The service over ``settings`` (``database``/``embedder`` given: used instead, e.g. in tests)."""
     from dreaming_dagster.embeddings import embedder_from_settings
-    from dreaming_dagster.pipeline.providers import extractor_from_settings
+    from dreaming_dagster.extraction.extractors import extractor_from_settings
     from dreaming_dagster.retrieval.recaller import Recaller
 
     database = database or Database.from_settings(settings, pool_size=settings.serve_connections)

@@ -13,10 +13,10 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
-from dreaming_dagster.service import keys
+from dreaming_dagster.service import api_keys
 from dreaming_dagster.service.errors import ServiceError
 from dreaming_dagster.service.limits import TokenBucket
-from dreaming_dagster.service.metrics import ServiceMetrics
+from dreaming_dagster.service.prometheus import ServiceMetrics
 from dreaming_dagster.storage.database import Database
 
 
@@ -62,7 +62,7 @@ API_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False, description="t
 
 
 def authorized(request: Request, bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
-               x_api_key: Annotated[str | None, Depends(API_KEY_HEADER)]) -> keys.ApiKey:
+               x_api_key: Annotated[str | None, Depends(API_KEY_HEADER)]) -> api_keys.ApiKey:
     """The API key of a request (401 without a live one; 429 past its rate). Its tenant scopes the request.
 
     Failed authentications are counted per client address: past a burst the address gets 429 before its key
@@ -71,7 +71,7 @@ def authorized(request: Request, bearer: Annotated[HTTPAuthorizationCredentials 
     service: Service = request.app.state.service
     address = request.client.host if request.client else "unknown"
     secret = x_api_key or (bearer.credentials.strip() if bearer else None)
-    key_hash = keys.secret_hash(secret) if secret else ""
+    key_hash = api_keys.secret_hash(secret) if secret else ""
     wait = service.auth_failures.peek(address)
     if wait and not service.knows(key_hash):
         raise ServiceError(429, "rate_limited", "too many failed authentications from this address",
@@ -80,7 +80,7 @@ def authorized(request: Request, bearer: Annotated[HTTPAuthorizationCredentials 
         service.auth_failures.take(address)
         raise ServiceError(401, "unauthorized", "an API key is required (Authorization: Bearer dd_…)",
                            headers={"WWW-Authenticate": "Bearer"})
-    key = keys.key_for_secret(service.database, secret)
+    key = api_keys.key_for_secret(service.database, secret)
     service.remember_key(key_hash, good=key is not None)
     if key is None:
         service.auth_failures.take(address)
@@ -100,4 +100,4 @@ def current_service(request: Request) -> Service:
 
 # The two dependencies every /v1 route declares: the shared parts, and the caller's key (its tenant).
 ServiceDep = Annotated[Service, Depends(current_service)]
-Key = Annotated[keys.ApiKey, Depends(authorized)]
+Key = Annotated[api_keys.ApiKey, Depends(authorized)]

@@ -18,10 +18,10 @@ from datetime import datetime
 from pathlib import Path
 
 from dreaming_dagster.embeddings import Embedder
-from dreaming_dagster.extraction.providers import Extractor
+from dreaming_dagster.extraction.extractors import Extractor
 from dreaming_dagster.ingest.readers import longmemeval_session_records
 from dreaming_dagster.ingest.save import save_validated_pairs
-from dreaming_dagster.pipeline.refinement import Refiner
+from dreaming_dagster.pipeline.refiners import Refiner
 from dreaming_dagster.pipeline.sync import sync_user
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.records import InvalidInputError, Rejection, parse_pair

@@ -33,8 +33,8 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
     configured provider; its merges, renames, rewrites, archives, supersessions and creations are checked and
     applied in one transaction with importance decay, an audit row and a memory of the pass. A bucket
     partition passes over each of its users whose new tokens reached the threshold."""
+    from dreaming_dagster.consolidation.consolidators import consolidator_from_settings
     from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
-    from dreaming_dagster.consolidation.providers import consolidator_from_settings
     from dreaming_dagster.storage.user_graphs import user_kgs
 
     database, model = dreaming_db.database(), embedder.embedder()

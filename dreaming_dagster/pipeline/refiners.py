@@ -10,9 +10,10 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, field_validator
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.extraction.grounding import TextWords, is_grounded
 from dreaming_dagster.extraction.normalize import canonical_name
-from dreaming_dagster.llm.client import JSONChatClient, call_each
+from dreaming_dagster.llm.client import JSONChatClient, call_each, chat_client
 from dreaming_dagster.llm.schemas import strict_schema
 from dreaming_dagster.pipeline.merging import description_fragments
 from dreaming_dagster.prompts import load_prompt
@@ -90,3 +91,10 @@ class OpenAIRefiner:
 
     def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
         return call_each(self.refine, subjects, self.max_in_flight)
+
+
+def refiner_from_settings(settings: DreamingSettings) -> Refiner:
+    """The refiner the settings name: an LLM's when DREAMING_LLM_MODEL is set, else the offline one."""
+    if settings.resolved_llm_provider == "openai":
+        return OpenAIRefiner(chat_client(settings), max_in_flight=15)
+    return OfflineRefiner()

@@ -17,10 +17,11 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol
 
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.extraction import entities
 from dreaming_dagster.extraction.grounding import grounded_extraction
 from dreaming_dagster.extraction.schema import ExtractedSubject, Extraction, json_schema
-from dreaming_dagster.llm.client import JSONChatClient, call_each
+from dreaming_dagster.llm.client import JSONChatClient, call_each, chat_client
 from dreaming_dagster.prompts import load_prompt
 
 logger = logging.getLogger(__name__)
@@ -223,3 +224,10 @@ class OpenAIExtractor:
 
 
 __all__ = ["ExtractedSubject", "Extraction", "Extractor", "OfflineExtractor", "OpenAIExtractor"]
+
+
+def extractor_from_settings(settings: DreamingSettings) -> Extractor:
+    """The extractor the settings name: an LLM's when DREAMING_LLM_MODEL is set, else the offline one."""
+    if settings.resolved_llm_provider == "openai":
+        return OpenAIExtractor(chat_client(settings), max_in_flight=5)
+    return OfflineExtractor(processes=settings.llm_offline_processes)
