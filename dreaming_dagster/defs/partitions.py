@@ -28,12 +28,11 @@ def use_layout(buckets: int) -> None:
 def use_deployment_layout() -> int:
     """Read the deployment's partitioning from the memory database. A deployment whose embedded database
     was never created has none yet: one partition a user."""
-    from dreaming_dagster.config.settings import DreamingSettings
-    from dreaming_dagster.storage.database import Database
+    from dreaming_dagster.config.runtime import default_database, default_settings
 
-    settings = DreamingSettings()
+    settings = default_settings()
     never_created = settings.uses_embedded_database and not (settings.pgdata_dir / "PG_VERSION").exists()
-    use_layout(0 if never_created else bucketing.read_layout(Database.from_settings(settings)))
+    use_layout(0 if never_created else bucketing.read_layout(default_database()))
     return _layout["buckets"]
 
 
