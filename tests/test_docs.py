@@ -45,8 +45,9 @@ def test_the_performance_and_limits_pages_stay_short_and_cite_committed_results(
 RESULTS = PROJECT_ROOT / "bench" / "results"
 RESULT_FILE = re.compile(r"\b([a-z][a-z0-9_]*)\.json\b")
 # A measured figure as the docs write one: a decimal number, a percentage or a ratio (×1.26).
-FIGURE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*\.\d+|\d+\.\d+|\d+(?:\.\d+)?(?=%)|(?<=×)\d+(?:\.\d+)?)(?![\w.])")
+FIGURE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*\.\d+|\d+\.\d+|\d+(?:\.\d+)?(?=%)|(?<=×)\d+(?:\.\d+)?)(?!\w|\.\d)")
 CODE_SPAN = re.compile(r"`[^`]*`")
+BENCH_COMMAND = re.compile(r"make bench-([a-z][a-z-]*[a-z])")  # `make bench-recall` writes recall.json
 
 
 def _units(page: str) -> list[str]:
@@ -88,12 +89,13 @@ def test_every_cited_figure_is_the_value_at_its_key_path():
 
 
 def test_every_figure_beside_a_result_file_is_cited_by_its_key_path():
-    """A paragraph or table row that names a result file cites each of its measured figures by key path (figures in
-    code spans are settings or examples, not measurements)."""
+    """A paragraph or table row that names a result file, or the benchmark that writes one, cites each of its
+    measured figures by key path (figures in code spans are settings or examples, not measurements)."""
     uncited = []
     for path in _pages():
         for unit in _units(path.read_text()):
-            if not any((RESULTS / f"{name}.json").is_file() for name in RESULT_FILE.findall(unit)):
+            named = RESULT_FILE.findall(unit) + [name.replace("-", "_") for name in BENCH_COMMAND.findall(unit)]
+            if not any((RESULTS / f"{name}.json").is_file() for name in named):
                 continue
             bare = CODE_SPAN.sub(" ", citations.CITATION.sub(" ", unit))
             uncited += [f"{path.name}: {figure} in {unit[:80]!r}" for figure in FIGURE.findall(bare)]
