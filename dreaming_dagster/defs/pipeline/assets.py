@@ -106,7 +106,7 @@ def _metadata(stats: dict, seconds: float, **extra) -> dict:
 def pair_dates(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource) -> dg.MaterializeResult:
     """The times each pair's user turn mentions ("last Saturday", "in May", "two weeks ago"), resolved
     against when the pair was said into day ranges with a granularity (pair_times), offline and
-    deterministic (dates/). Recall's time_fit signal and time-window pool read them.
+    deterministic (the grammar in dates/). Recall's time_fit signal and time-window pool read them.
     Metadata: the pairs dated this run and how many of the user's pairs carry a dated event."""
     database = dreaming_db.database()
     users = partition_users(context, database)
