@@ -25,13 +25,13 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DREAMING = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
 RANKER = ["longmemeval_memory", "longmemeval_haystacks", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 # The smallest run that fills every page the tests open: one process for all steps (a step process per
-# asset would import torch and Dagster four times over), 8 questions, one epoch.
+# asset would import torch and Dagster four times over), 8 questions, one epoch, one seed, one network.
 RANKER_CONFIG = """execution: {config: {in_process: {}}}
 ops:
   longmemeval_memory: {config: {limit_questions: 8, user_prefix: longmemeval-ui}}
   longmemeval_haystacks: {config: {training_questions: 1, limit_questions: 1}}
   longmemeval_pools: {config: {pool_size: 20}}
-  ranker_model: {config: {epochs: 1, promote: false}}
+  ranker_model: {config: {epochs: 1, promote: false, seeds: [0], hidden_choices: [[]]}}
 """
 
 if not CHROMIUM:
