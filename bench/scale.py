@@ -63,22 +63,23 @@ def _timed(work, repeats: int = 3) -> tuple[float, object]:
 
 
 def child_sensors(buckets: int, url: str, syncs: int) -> dict:
-    """One partitioning's sensors, in this process (its assets and sensors are built for it)."""
+    """One partitioning's sensors, in the code location built for it."""
     import dagster as dg
 
-    from dreaming_dagster.defs import partitions
-
-    partitions.use_layout(buckets)
+    from dreaming_dagster.definitions import definitions_for
     from dreaming_dagster.defs.consolidation.sensors import token_budget_sensor
+    from dreaming_dagster.defs.layout import Layout
     from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
     from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
 
     resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, dagster_max_user_partitions=10**8),
                  "dreaming_policy": DreamingPolicyResource()}
+    loaded = definitions_for(Layout(buckets))
     out: dict = {}
     with dg.DagsterInstance.get() as instance:
         def evaluate(sensor, cursor=None):
-            with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+            with dg.build_sensor_context(instance=instance, definitions=loaded, resources=resources,
+                                         cursor=cursor) as context:
                 return sensor(context)
 
         seconds, result = _timed(lambda: evaluate(pending_pairs_sensor))

@@ -28,6 +28,8 @@ from common import (  # first: puts the project on the import path
     stopped_on_exit,
 )
 
+from dreaming_dagster.definitions import definitions_for
+from dreaming_dagster.defs.layout import Layout
 from dreaming_dagster.defs.pipeline.sensors import pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
@@ -90,11 +92,12 @@ def main() -> None:
         indexes_used = sorted(_indexes_in(plan["QUERY PLAN"][0]["Plan"]))
 
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url)}
+        loaded = definitions_for(Layout())  # one partition a user
         sensor_s = []
         with dg.instance_for_test() as instance:
             instance.add_dynamic_partitions("users", [f"user-{u}" for u in range(1, args.users + 1)])
             for _ in range(3):
-                with dg.build_sensor_context(instance=instance, resources=resources) as context:
+                with dg.build_sensor_context(instance=instance, definitions=loaded, resources=resources) as context:
                     started = time.perf_counter()
                     result = pending_pairs_sensor(context)
                     sensor_s.append(time.perf_counter() - started)

@@ -59,10 +59,9 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     from dreaming_dagster.config.dagster_env import configure_dagster_environment
     from dreaming_dagster.config.runtime import default_database, default_settings
     from dreaming_dagster.definitions import defs as load_defs
-    from dreaming_dagster.defs.partitions import bucket_count, users_partitions
+    from dreaming_dagster.defs.layout import Layout, users_partitions
     from dreaming_dagster.ingest.embedding import user_stats
     from dreaming_dagster.ingest.save import save_pairs
-    from dreaming_dagster.pipeline.buckets import group_by_bucket
     from dreaming_dagster.pipeline.graph_reports import graph_stats, top_subjects
 
     console = console or Console()
@@ -94,16 +93,16 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     job = definitions.resolve_job_def("dreaming_job")
     dagster_started = time.perf_counter()
     # One run a user partition, or one a hash bucket holding demo users (dreaming dagster partitioning).
-    partitions = group_by_bucket([u.user_id for u in demo_users], bucket_count()) if bucket_count() else {
-        u.user_id: [u.user_id] for u in demo_users}
+    layout = Layout.of_partitions(job.partitions_def)
+    partitions = layout.partitions_of(u.user_id for u in demo_users)
     with dg.DagsterInstance.get() as instance:
-        if not bucket_count():
+        if layout.per_user:
             known = set(instance.get_dynamic_partitions(users_partitions.name))
             instance.add_dynamic_partitions(users_partitions.name, [key for key in partitions if key not in known])
         runs = {}
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:
-            task = progress.add_task(f"dreaming_job per {'bucket' if bucket_count() else 'user'} (all stages)",
+            task = progress.add_task(f"dreaming_job per {'user' if layout.per_user else 'bucket'} (all stages)",
                                      total=len(partitions))
             for key, users_in_partition in sorted(partitions.items()):
                 result = job.execute_in_process(

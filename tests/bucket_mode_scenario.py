@@ -15,8 +15,9 @@ from dreaming_dagster.pipeline.sync import save_and_sync
 USERS = [f"user-{n:02d}" for n in range(12)]  # tests/test_buckets.py saves their pairs
 
 
-def evaluate(sensor, instance, resources, cursor=None):  # noqa: D103
-    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+def evaluate(sensor, instance, loaded, cursor=None):  # noqa: D103
+    with dg.build_sensor_context(instance=instance, definitions=loaded, resources=loaded.resources,
+                                 cursor=cursor) as context:
         result = sensor(context)
         return result, context
 
@@ -31,17 +32,16 @@ def main() -> None:
     from dreaming_dagster.defs.consolidation.sensors import token_budget_sensor
     from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
 
-    resources = loaded.resources
     seen: dict = {"partition_keys": loaded.resolve_assets_def("subjects").partitions_def.get_partition_keys()}
     job = loaded.resolve_job_def("dreaming_job")
     seen["executor"] = job.executor_def.name
     with dg.instance_for_test() as instance:
-        first, _ = evaluate(pending_pairs_sensor, instance, resources)
+        first, _ = evaluate(pending_pairs_sensor, instance, loaded)
         seen["requested"] = sorted(r.partition_key for r in first.run_requests)
         seen["priorities"] = sorted({r.tags["dagster/priority"] for r in first.run_requests})
         waiting = instance.create_run_for_job(job, status=dg.DagsterRunStatus.NOT_STARTED,
                                               tags={"dagster/partition": seen["requested"][0]})
-        again, _ = evaluate(pending_pairs_sensor, instance, resources)
+        again, _ = evaluate(pending_pairs_sensor, instance, loaded)
         seen["requested_with_one_in_flight"] = sorted(r.partition_key for r in again.run_requests)
         instance.delete_run(waiting.run_id)
         # A rebuild backfill's run over a range of buckets (BackfillPolicy.multi_run tags the range, not a
@@ -50,7 +50,7 @@ def main() -> None:
             loaded.resolve_job_def("rebuild_user_graph"), status=dg.DagsterRunStatus.NOT_STARTED,
             tags={"dagster/asset_partition_range_start": seen["requested"][0],
                   "dagster/asset_partition_range_end": seen["requested"][1]})
-        during, _ = evaluate(pending_pairs_sensor, instance, resources)
+        during, _ = evaluate(pending_pairs_sensor, instance, loaded)
         seen["requested_during_rebuild"] = sorted(r.partition_key for r in during.run_requests)
         instance.delete_run(rebuilding.run_id)
         kinds = set()
@@ -61,7 +61,7 @@ def main() -> None:
                 (event,) = result.asset_materializations_for_node(step)
                 kinds |= {type(value.value).__name__ for name, value in event.metadata.items() if name != "provider"}
         seen["bucket_metadata_kinds"] = sorted(kinds)
-        after, _ = evaluate(pending_pairs_sensor, instance, resources)
+        after, _ = evaluate(pending_pairs_sensor, instance, loaded)
         seen["after_runs"] = type(after).__name__
         seen["run_lists_left"] = counts("SELECT count(*) AS n FROM bucket_run_users")
         seen["subjects"] = counts("SELECT count(*) AS n FROM subjects WHERE archived_at IS NULL")
@@ -93,13 +93,13 @@ def main() -> None:
         instance.delete_run(live.run_id)
 
         # Fast-path syncs: one event a bucket and asset for the whole tick, with the counts summed.
-        before, _ = evaluate(fast_path_sensor, instance, resources)  # the syncs before (none): consumed
+        before, _ = evaluate(fast_path_sensor, instance, loaded)  # the syncs before (none): consumed
         cursor = getattr(before, "cursor", None)
         for user in ("fast-a", "fast-b", "fast-c"):
             save_and_sync(user, [{"user_message": f"I adopted a cat named Miso, says {user}",
                                   "assistant_message": "Lovely!", "session_id": "s1",
                                   "occurred_at": "2026-05-01T10:00:00Z"}], strict=True)
-        synced, _ = evaluate(fast_path_sensor, instance, resources, cursor)
+        synced, _ = evaluate(fast_path_sensor, instance, loaded, cursor)
         events = synced.asset_events
         seen["fast_path_events"] = len(events)
         seen["fast_path_syncs_by_asset"] = {}
@@ -116,7 +116,7 @@ def main() -> None:
         seen["fast_a_pairs"] = counts("SELECT count(*) AS n FROM memory_pairs WHERE user_id = 'fast-a'")
         # Consolidation: one run a bucket over its users past the threshold (set low by the test); one user
         # whose pass raises holds up none of the others, and the run's log names no user.
-        budget, _ = evaluate(token_budget_sensor, instance, resources)
+        budget, _ = evaluate(token_budget_sensor, instance, loaded)
         seen["token_sensor_requested"] = sorted(r.partition_key for r in budget.run_requests)
         from dreaming_dagster.consolidation import passes
 
@@ -145,7 +145,7 @@ def main() -> None:
             failing in (record.user_message or "") for record in instance.all_logs(consolidation.run_id))
         # The partitioning switched under this code location: its sensors ask for nothing until it reloads.
         buckets.write_layout(default_database(), 0)
-        stale, _ = evaluate(pending_pairs_sensor, instance, resources)
+        stale, _ = evaluate(pending_pairs_sensor, instance, loaded)
         seen["stale_layout_skip"] = type(stale).__name__ == "SkipReason" and "reload" in (stale.skip_message or "")
         buckets.write_layout(default_database(), 4)
     json.dump(seen, sys.stdout)

@@ -99,7 +99,8 @@ def main() -> None:
         # The sensor's next ticks clear Dagster of the erased users' on-demand runs.
         cursor = None
         for _ in range(3):
-            with dg.build_sensor_context(instance=instance, cursor=cursor, resources=loaded.resources) as context:
+            with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=loaded,
+                                         resources=loaded.resources) as context:
                 result = fast_path_sensor(context)
                 if isinstance(result, dg.SensorResult):
                     for event in result.asset_events or []:

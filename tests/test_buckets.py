@@ -11,11 +11,38 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from dreaming_dagster.definitions import definitions_for
+from dreaming_dagster.defs.layout import Layout, users_partitions
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import buckets
 from tests.conftest import PROJECT_ROOT, pair
 
 BIN = Path(sys.executable).parent
+
+
+def test_one_process_builds_the_code_location_for_either_layout():
+    """The layout is an argument of the code location, not a global: both build side by side, every asset a
+    user's partition holds is re-partitioned by the buckets, and what runs reads the layout back from them."""
+    per_user, bucketed = definitions_for(Layout()), definitions_for(Layout(4))
+    partitioned = ["memory_pairs", "pair_dates", "pair_keys", "pair_subjects", "subjects", "subject_links",
+                   "refined_subjects", "dream_consolidation"]
+    for name in partitioned:
+        assert per_user.resolve_assets_def(name).partitions_def == users_partitions
+        assert per_user.resolve_assets_def(name).backfill_policy is None
+        assert bucketed.resolve_assets_def(name).partitions_def.get_partition_keys() == buckets.bucket_keys(4)
+        assert bucketed.resolve_assets_def(name).backfill_policy == dg.BackfillPolicy.multi_run(4)
+    assert bucketed.resolve_assets_def("ranker_model").partitions_def is None  # not a user's: left as declared
+    for loaded, layout in ((per_user, Layout()), (bucketed, Layout(4))):
+        for job in ("dreaming_job", "rebuild_user_graph", "consolidation_job"):
+            assert Layout.of_partitions(loaded.resolve_job_def(job).partitions_def) == layout
+            assert loaded.resolve_job_def(job).executor_def.name == "in_process"
+        assert {check.name for check in loaded.resolve_assets_def("subject_links").check_specs} == {
+            "no_mega_node", "no_orphan_pairs"}
+    expected: dict = {}
+    for user in ("alice", "bob"):
+        expected.setdefault(buckets.bucket_key_of(user, 4), []).append(user)
+    assert Layout(4).partitions_of(["alice", "bob", "alice"]) == expected
+    assert Layout().partitions_of(["alice", "bob", "alice"]) == {"alice": ["alice"], "bob": ["bob"]}
 
 
 def test_a_users_bucket_is_the_same_in_python_and_sql(database, embedder16):

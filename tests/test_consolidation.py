@@ -318,7 +318,9 @@ def test_decay_is_the_same_whatever_the_pass_schedule(importance, seen_days, gap
 
 
 def test_the_sensor_fires_once_per_crossing(database, database_url, graph, monkeypatch):
+    from dreaming_dagster.definitions import definitions_for
     from dreaming_dagster.defs.consolidation.sensors import token_budget_sensor
+    from dreaming_dagster.defs.layout import Layout
     from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
 
     # The threshold comes from the policy resource (what the launchpad or code sets), not the environment.
@@ -327,7 +329,8 @@ def test_the_sensor_fires_once_per_crossing(database, database_url, graph, monke
                  "dreaming_policy": DreamingPolicyResource(dream_token_threshold=3000)}
     with dg.instance_for_test() as instance:
         def evaluate():
-            with dg.build_sensor_context(instance=instance, resources=resources) as context:
+            with dg.build_sensor_context(instance=instance, definitions=definitions_for(Layout()),
+                                         resources=resources) as context:
                 return token_budget_sensor(context)
 
         assert isinstance(evaluate(), dg.SkipReason)  # under the threshold

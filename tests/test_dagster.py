@@ -9,9 +9,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from dreaming_dagster.definitions import definitions_for
 from dreaming_dagster.definitions import defs as load_defs
 from dreaming_dagster.defs.ingest.assets import memory_pairs
-from dreaming_dagster.defs.partitions import users_partitions
+from dreaming_dagster.defs.layout import Layout, users_partitions
 from dreaming_dagster.defs.pipeline.sensors import pending_pairs_sensor
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
@@ -101,7 +102,8 @@ def test_materialize_a_user_partition(database_url, resources, database, embedde
 
 
 def evaluate_sensor(instance, resources):
-    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+    with dg.build_sensor_context(instance=instance, definitions=definitions_for(Layout()),
+                                 resources=resources) as context:
         return pending_pairs_sensor(context)
 
 

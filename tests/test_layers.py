@@ -131,3 +131,21 @@ def test_no_two_modules_of_the_package_share_a_name_and_none_is_too_big_to_hold(
     names = Counter(path.name for path in modules if path.name not in dagster_layout)
     assert [name for name, count in names.items() if count > 1] == []
     assert [path.relative_to(PACKAGE) for path in modules if len(path.read_text().splitlines()) > 600] == []
+
+
+def test_at_most_two_modules_of_the_code_location_know_how_it_is_partitioned():
+    """The layout (a partition a user, or hash buckets) is decided in defs/layout.py and recorded by
+    defs/partitions.py (the switch); every other module of defs/ asks a Layout it is handed or reads off the
+    definitions, so no asset, job or sensor branches on a global."""
+    knowing = set()
+    for path in (PACKAGE / "defs").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 for alias in node.names} | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        names |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        called = {node.attr if isinstance(node, ast.Attribute) else node.id for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute | ast.Name)}
+        if "dreaming_dagster.pipeline.buckets" in names or {"read_layout", "deployment_layout"} & called:
+            knowing.add(path.relative_to(PACKAGE).as_posix())
+        assert "global" not in {type(node).__name__.lower() for node in ast.walk(tree)}, path
+    assert knowing == {"defs/layout.py", "defs/partitions.py"}

@@ -1,130 +1,13 @@
-"""How the dreaming assets are partitioned: one partition a user, or hash buckets of users.
-
-The deployment's choice lives in the memory database (``dreaming dagster partitioning``, pipeline/buckets.py);
-the code location reads it once as it loads (:func:`use_deployment_layout`), before the assets are built.
-"""
+"""Changing how the dreaming assets are partitioned (``dreaming dagster partitioning``), and rebuilding users'
+graphs as a backfill of their partitions. How each layout partitions is defs/layout.py's."""
 
 from dataclasses import dataclass
 
 import dagster as dg
 
+from dreaming_dagster.defs.layout import Layout, users_partitions
 from dreaming_dagster.pipeline import buckets as bucketing
 from dreaming_dagster.sql import load_sql
-
-# One partition per user id; added by the sensors (or the demo) as users appear.
-users_partitions = dg.DynamicPartitionsDefinition(name="users")
-
-_layout = {"buckets": 0, "built": False}
-
-
-def use_layout(buckets: int) -> None:
-    """Partition the assets built from now on into ``buckets`` hash buckets (0: one partition a user)."""
-    if _layout["built"] and buckets != _layout["buckets"]:
-        raise RuntimeError("the dreaming assets were built before the deployment's partitioning was read; "
-                           "load them through dreaming_dagster.definitions")
-    _layout["buckets"] = buckets
-
-
-def use_deployment_layout() -> int:
-    """Read the deployment's partitioning from the memory database. A deployment whose embedded database
-    was never created has none yet: one partition a user."""
-    from dreaming_dagster.config.runtime import default_database, default_settings
-
-    settings = default_settings()
-    never_created = settings.uses_embedded_database and not (settings.pgdata_dir / "PG_VERSION").exists()
-    use_layout(0 if never_created else bucketing.read_layout(default_database()))
-    return _layout["buckets"]
-
-
-def stale_layout(database) -> str | None:
-    """Why this code location must be reloaded before it asks for runs, or None: the deployment's partitioning
-    changed since it loaded (`dreaming dagster partitioning`), and a run it requested now would name
-    partitions the runs' own processes, loading the new layout, do not have."""
-    if not _layout["built"]:
-        return None
-    recorded = bucketing.read_layout(database)
-    if recorded == _layout["buckets"]:
-        return None
-    return (f"the partitioning changed to {bucketing.describe_layout(recorded)} since this code location loaded "
-            f"({bucketing.describe_layout(_layout['buckets'])}): reload it (restart `dreaming ui`, or Reload in "
-            "the UI's code locations) before it requests runs")
-
-
-def bucket_count() -> int:
-    """The active bucket count; 0 when each user is a partition."""
-    return _layout["buckets"]
-
-
-def dreaming_partitions() -> dg.PartitionsDefinition:
-    """The partitions of every per-user asset: ``users`` (dynamic), or the buckets (static)."""
-    _layout["built"] = True
-    count = _layout["buckets"]
-    return dg.StaticPartitionsDefinition(bucketing.bucket_keys(count)) if count else users_partitions
-
-
-def add_new_users(context: dg.SensorEvaluationContext, user_ids, most: int) -> tuple[list, set[str]]:
-    """The request that registers, as ``users`` partitions, those of ``user_ids`` the instance lacks, up to
-    ``most`` partitions in all; and the users left unregistered (their runs cannot be requested). With
-    buckets, nothing: a bucket holds whoever hashes into it."""
-    if bucket_count():
-        return [], set()
-    known = set(context.instance.get_dynamic_partitions(users_partitions.name))
-    new_users = [user for user in dict.fromkeys(user_ids) if user not in known]
-    room = max(0, most - len(known))
-    refused = set(new_users[room:])
-    if refused:
-        context.log.warning(f"{len(known):,} user partitions: {len(refused):,} new user(s) left unregistered "
-                            f"(DREAMING_DAGSTER_MAX_USER_PARTITIONS is {most:,}); switch to hash buckets with "
-                            "`dreaming dagster partitioning --buckets 16` (docs/deploy.md)")
-    new_users = new_users[:room]
-    return ([users_partitions.build_add_request(new_users)] if new_users else []), refused
-
-
-def partition_users(context: dg.AssetExecutionContext, database) -> list[str]:
-    """The users a step covers. One partition a user: the partition's. Buckets: the users fixed for this run
-    (and its re-executions) by its first step, :func:`start_bucket_run`."""
-    if not bucket_count():
-        return [context.partition_key]
-    run_id = context.run.root_run_id or context.run_id
-    with database.connect(vectors=False) as conn:
-        return [row["user_id"] for row in conn.execute(load_sql("dagster/bucket_run_users"), {"run_id": run_id})]
-
-
-def start_bucket_run(context: dg.AssetExecutionContext, database, *, every_user: bool = False) -> list[str]:
-    """Fix the users this bucket run dreams: those of its buckets with pending work now (every user of the
-    buckets for a rebuild), kept in ``bucket_run_users`` for the later steps. One partition a user: the
-    partition's."""
-    from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID, pending_work_params
-
-    if not bucket_count():
-        return [context.partition_key]
-    count = bucket_count()
-    indices = [bucketing.bucket_index(key) for key in context.partition_keys]
-    with database.connect(vectors=False) as conn:
-        if every_user:
-            rows = conn.execute(load_sql("dagster/users_in_buckets"),
-                                {"buckets": count, "indices": indices, "training_kg": TRAINING_KG_ID})
-            users = [row["user_id"] for row in rows]
-        else:
-            wanted = set(indices)
-            rows = conn.execute(load_sql("memory_pairs/users_with_pending_work"), pending_work_params())
-            users = [row["user_id"] for row in rows if bucketing.bucket_of(row["user_id"], count) in wanted]
-        conn.execute(load_sql("dagster/add_bucket_run_users"),
-                     {"run_id": context.run.root_run_id or context.run_id, "user_ids": users})
-    return partition_users(context, database)
-
-
-def finish_bucket_run(context: dg.AssetExecutionContext, database) -> None:
-    """The run's last step: its user list is no longer needed, nor the day-old lists of runs no longer queued
-    or running (a run that died before its last step); a list of a run still going stays, however old."""
-    from dreaming_dagster.defs.run_queue import IN_FLIGHT
-
-    if bucket_count():
-        live = {run.root_run_id or run.run_id for run in context.instance.get_runs(
-            filters=dg.RunsFilter(statuses=IN_FLIGHT))}
-        with database.connect(vectors=False) as conn:
-            conn.execute(load_sql("dagster/finish_bucket_run"), {
-                "run_id": context.run.root_run_id or context.run_id, "live_run_ids": sorted(live)})
 
 
 @dataclass
@@ -203,9 +86,9 @@ def request_rebuild(instance: dg.DagsterInstance, loaded: dg.Definitions, user_i
     from dagster._core.utils import make_new_backfill_id
 
     job = loaded.resolve_job_def("rebuild_user_graph")
-    count = bucket_count()
-    partitions = sorted(bucketing.group_by_bucket(user_ids, count)) if count else sorted(set(user_ids))
-    if not count:
+    layout = Layout.of_partitions(job.partitions_def)
+    partitions = sorted(layout.partitions_of(user_ids))
+    if layout.per_user:
         known = set(instance.get_dynamic_partitions(users_partitions.name))
         missing = [user for user in partitions if user not in known]
         if missing:

@@ -24,12 +24,9 @@ GRAPH_WRITING_JOBS = ("dreaming_job", "rebuild_user_graph", "__ASSET_JOB")
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
-def partitions_in_flight(instance: dg.DagsterInstance, job_names: str | tuple[str, ...]) -> set[str]:
-    """The partitions (users or buckets) with a run of any of ``job_names`` queued or running, a backfill
-    run's range of partitions included."""
-    from dreaming_dagster.defs.partitions import bucket_count, users_partitions
-    from dreaming_dagster.pipeline import buckets
-
+def partitions_in_flight(instance: dg.DagsterInstance, job_names: str | tuple[str, ...], layout) -> set[str]:
+    """The partitions (users or buckets, as ``layout`` has them) with a run of any of ``job_names`` queued or
+    running, a backfill run's range of partitions included."""
     busy: set[str] = set()
     ordered: list[str] | None = None
     for job_name in (job_names,) if isinstance(job_names, str) else job_names:
@@ -38,8 +35,7 @@ def partitions_in_flight(instance: dg.DagsterInstance, job_names: str | tuple[st
                 busy.add(run.tags["dagster/partition"])
             elif RANGE_START in run.tags and RANGE_END in run.tags:
                 if ordered is None:
-                    ordered = buckets.bucket_keys(bucket_count()) if bucket_count() else \
-                        instance.get_dynamic_partitions(users_partitions.name)
+                    ordered = layout.partition_keys(instance)
                 start, end = run.tags[RANGE_START], run.tags[RANGE_END]
                 if start in ordered and end in ordered:
                     busy.update(ordered[ordered.index(start):ordered.index(end) + 1])

@@ -3,7 +3,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
-from dreaming_dagster.defs.partitions import bucket_count, dreaming_partitions
+from dreaming_dagster.defs.layout import Layout, users_partitions
 from dreaming_dagster.defs.resources import (
     DreamingDatabaseResource,
     DreamingPolicyResource,
@@ -20,7 +20,7 @@ class DreamConsolidationConfig(dg.Config):
 
 
 @dg.asset(
-    partitions_def=dreaming_partitions(),
+    partitions_def=users_partitions,  # hash buckets re-partition it as the code location loads (defs/layout.py)
     group_name="consolidation",
     kinds={"postgres", "openai"},
     pool="llm",
@@ -41,15 +41,16 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
     settings = layered_settings(llm, dreaming_policy)  # the provider, and the directive the policy names
     consolidator = consolidator_from_settings(settings)
     policy = PassPolicy.from_settings(settings)
-    users = users_over_budget(database, context.partition_keys, settings.dream_token_threshold) \
-        if bucket_count() else [context.partition_key]
+    layout = Layout.of_partitions(context.assets_def.partitions_def)
+    users = users_over_budget(database, layout, context.partition_keys, settings.dream_token_threshold)
+    one_user = layout.per_user  # a user's pass fails its run and shows its diff; a bucket's names no user
     reports, failed_users = [], 0
     for number, user_id in enumerate(users, 1):
         try:
             reports += [run_pass(database, model, consolidator, user_id, kg_id, mode=config.mode, force=config.force,
                                  policy=policy) for kg_id in user_kgs(database, user_id)]
         except Exception as error:
-            if not bucket_count():
+            if one_user:
                 raise
             # One user's failing pass (rolled back, audited as failed) never holds up the bucket's others; the
             # log names no user (an erased user's id must not stay in Dagster's event log).
@@ -59,8 +60,7 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
         context.log.info(f"{report.kg_id}: {report.status}, applied {report.count('applied')}, skipped {report.skipped}")
     diff = "\n\n".join(f"## {r.kg_id}\n\n{r.diff_markdown()}" for r in reports) or "the user has no memory"
     return dg.MaterializeResult(metadata={
-        **({"users": len(users), "failed_users": failed_users} if bucket_count()
-           else {"diff": dg.MetadataValue.md(diff)}),
+        **({"diff": dg.MetadataValue.md(diff)} if one_user else {"users": len(users), "failed_users": failed_users}),
         "graphs": len(reports),
         "status": ", ".join(sorted({r.status for r in reports})) or "none",
         "applied": sum(r.count("applied") for r in reports),
@@ -73,14 +73,16 @@ def dream_consolidation(context: dg.AssetExecutionContext, config: DreamConsolid
     })
 
 
-def users_over_budget(database, bucket_keys: list[str], threshold: int) -> list[str]:
-    """The users of these buckets whose saved tokens since their last pass reached ``threshold``."""
-    from dreaming_dagster.pipeline import buckets
+def users_over_budget(database, layout: Layout, partition_keys: list[str], threshold: int) -> list[str]:
+    """The users a pass covers. A user's partition: the user (a pass by hand runs whatever the budget). Buckets:
+    their users whose saved tokens since their last pass reached ``threshold``."""
     from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
     from dreaming_dagster.sql import load_sql
 
-    count, wanted = bucket_count(), {buckets.bucket_index(key) for key in bucket_keys}
+    if layout.per_user:
+        return list(partition_keys)
+    wanted = set(partition_keys)
     with database.connect(vectors=False) as conn:
         rows = conn.execute(load_sql("dreaming/users_over_budget"),
                             {"threshold": threshold, "training_kg": TRAINING_KG_ID}).fetchall()
-    return list(dict.fromkeys(row["user_id"] for row in rows if buckets.bucket_of(row["user_id"], count) in wanted))
+    return list(dict.fromkeys(row["user_id"] for row in rows if layout.partition_of(row["user_id"]) in wanted))

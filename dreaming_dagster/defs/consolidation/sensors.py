@@ -5,10 +5,9 @@ import dagster as dg
 import psycopg
 
 from dreaming_dagster.defs.consolidation.jobs import consolidation_job
-from dreaming_dagster.defs.partitions import add_new_users, bucket_count, stale_layout
+from dreaming_dagster.defs.layout import Layout
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, DreamingPolicyResource
 from dreaming_dagster.defs.run_queue import SENSOR_RUN_TAGS, partitions_in_flight
-from dreaming_dagster.pipeline import buckets
 from dreaming_dagster.pipeline.pending_work import RETRY_AFTER_SECONDS, TRAINING_KG_ID
 from dreaming_dagster.sql import load_sql
 
@@ -31,7 +30,8 @@ def dream_run_key(user_id: str, last_pass_id: str | None, now: float) -> str:
 )
 def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource,
                         dreaming_policy: DreamingPolicyResource):
-    stale = stale_layout(dreaming_db.database())
+    layout = Layout.of_sensor(context)
+    stale = layout.stale(dreaming_db.database())
     if stale:
         return dg.SkipReason(stale)
     threshold = dreaming_policy.settings().dream_token_threshold
@@ -46,18 +46,22 @@ def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dreami
     by_user: dict[str, str | None] = {}
     for row in rows:
         by_user.setdefault(row["user_id"], row["last_pass_id"])
-    busy = partitions_in_flight(context.instance, consolidation_job.name)
+    busy = partitions_in_flight(context.instance, consolidation_job.name, layout)
+    registering, unregistered = layout.register_users(context, by_user,
+                                                      dreaming_db.settings().dagster_max_user_partitions)
     now = time.time()
-    if bucket_count():  # one pass a bucket over its users past the threshold; the key: its users' last passes
-        grouped = buckets.group_by_bucket(by_user, bucket_count())
-        return dg.SensorResult(run_requests=[
-            dg.RunRequest(partition_key=key, tags=SENSOR_RUN_TAGS, run_key=dream_run_key(
-                key, hashlib.md5("".join(f"{u}:{by_user[u]}" for u in sorted(users)).encode()).hexdigest(), now))
-            for key, users in sorted(grouped.items()) if key not in busy])
-    registering, unregistered = add_new_users(context, by_user, dreaming_db.settings().dagster_max_user_partitions)
+    # One pass a partition (a user, or a bucket over its users past the threshold), keyed by its users' last passes.
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=user, run_key=dream_run_key(user, last_pass, now),
-                                    tags=SENSOR_RUN_TAGS)
-                      for user, last_pass in by_user.items() if user not in busy and user not in unregistered],
+        run_requests=[dg.RunRequest(partition_key=key, tags=SENSOR_RUN_TAGS,
+                                    run_key=dream_run_key(key, last_passes(users, by_user), now))
+                      for key, users in sorted(layout.partitions_of(by_user).items())
+                      if key not in busy and key not in unregistered],
         dynamic_partitions_requests=registering,
     )
+
+
+def last_passes(users: list[str], by_user: dict[str, str | None]) -> str | None:
+    """What a partition's users' last passes were: a user's own pass id, or a fingerprint of a bucket's."""
+    if len(users) == 1:
+        return by_user[users[0]]
+    return hashlib.md5("".join(f"{user}:{by_user[user]}" for user in sorted(users)).encode()).hexdigest()

@@ -1,12 +1,10 @@
-import time
-
 import dagster as dg
 
-from dreaming_dagster.defs.partitions import bucket_count, start_bucket_run
+from dreaming_dagster.defs.layout import start_dreaming_run
 from dreaming_dagster.defs.pipeline.assets import run_for_users, stage_asset
 from dreaming_dagster.defs.resources import DreamingDatabaseResource, EmbedderResource
 from dreaming_dagster.ingest.embedding import user_stats
-from dreaming_dagster.pipeline.sync import STAGE_BY_ASSET, StageInputs
+from dreaming_dagster.pipeline.sync import StageInputs
 from dreaming_dagster.reporting import user_stats_markdown
 
 
@@ -31,44 +29,31 @@ def memory_pairs(
     starts here: the bucket's users with pending work (every user, rebuilding) are fixed for its later steps."""
     database, model = dreaming_db.database(), embedder.embedder()
     batch_size = embedder.settings().embedding_batch_size
-    users = start_bucket_run(context, database, every_user=config.every_user)
-    if bucket_count():
-        totals, seconds = run_for_users(context, users, lambda user_id: StageInputs(
-            database, user_id, embedder=model, embedding_batch_size=batch_size))
-        failed = totals.get("failed_pairs", 0)
-        return dg.MaterializeResult(
-            metadata={**totals,
-                      "embedding_model": str(model.spec), "seconds": round(seconds, 3)},
-            check_results=[dg.AssetCheckResult(check_name="all_pairs_embedded", passed=failed == 0,
-                                               severity=dg.AssetCheckSeverity.WARN,
-                                               metadata={"users": len(users), "pending_embedding": failed})])
-    user_id = context.partition_key
-    started = time.perf_counter()
-    run = STAGE_BY_ASSET["memory_pairs"].run(StageInputs(
-        database, user_id, embedder=model, embedding_batch_size=batch_size), "")
-    elapsed = time.perf_counter() - started
-    if run.failed_pairs:
-        context.log.warning(f"{len(run.failed_pairs)} pair(s) could not be embedded and stay pending: "
-                            f"{run.last_error}")
-    stats = user_stats(database, user_id)
-    pending = sum(row["pending_embedding"] for row in stats)
+    step = start_dreaming_run(context, database, every_user=config.every_user)
+    totals, seconds = run_for_users(context, step, lambda user_id: StageInputs(
+        database, user_id, embedder=model, embedding_batch_size=batch_size))
+    failed = totals.pop("failed_pairs", [])
+    failed = failed if isinstance(failed, int) else len(failed)
+    if failed:
+        context.log.warning(f"{failed} pair(s) could not be embedded and stay pending: {totals.get('last_error')}")
+    held = memory_held(database, step.user)
+    pending = held.get("pending_embedding", failed)
+    embedded = totals.pop("embedded", 0)
     return dg.MaterializeResult(
-        metadata={
-            "pairs": sum(row["pairs"] for row in stats),
-            "tokens": sum(row["tokens"] for row in stats),
-            "sessions": sum(row["sessions"] for row in stats),
-            "embedded_now": run.embedded,
-            "pending_embedding": pending,
-            "pending_extraction": sum(row["pending_extraction"] for row in stats),
-            "embedding_model": str(model.spec),
-            "seconds": round(elapsed, 3),
-            "pairs_per_second": round(run.embedded / elapsed, 1) if run.embedded and elapsed else 0.0,
-            "memory": dg.MetadataValue.md(user_stats_markdown(user_id, stats)),
-        },
+        metadata={**totals, **held, "embedded_now": embedded, "embedding_model": str(model.spec),
+                  "seconds": round(seconds, 3),
+                  "pairs_per_second": round(embedded / seconds, 1) if embedded and seconds else 0.0},
         check_results=[dg.AssetCheckResult(
-            check_name="all_pairs_embedded",
-            passed=pending == 0,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={"pending_embedding": pending, "last_error": run.last_error or ""},
-        )],
-    )
+            check_name="all_pairs_embedded", passed=pending == 0, severity=dg.AssetCheckSeverity.WARN,
+            metadata={"users": len(step.users), "pending_embedding": pending})])
+
+
+def memory_held(database, user_id: str | None) -> dict:
+    """What a user's memory holds now: pairs, tokens, sessions, the work still pending, and the table of it
+    (a bucket's step shows no one user's)."""
+    if user_id is None:
+        return {}
+    stats = user_stats(database, user_id)
+    return {**{key: sum(row[key] for row in stats)
+               for key in ("pairs", "tokens", "sessions", "pending_embedding", "pending_extraction")},
+            "memory": dg.MetadataValue.md(user_stats_markdown(user_id, stats))}

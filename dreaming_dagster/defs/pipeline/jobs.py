@@ -1,10 +1,8 @@
 import dagster as dg
 
-from dreaming_dagster.defs.partitions import bucket_count
-
-# With hash buckets a run dreams many users: its steps share one process (one code load, one model load)
-# instead of a process a step.
-_executor = dg.in_process_executor if bucket_count() else None
+# A run's steps share one process (one code load, one model load) instead of a process a step: the stages
+# of one user (or of a bucket of users) are a few seconds of work against seconds of start-up a process.
+# Re-execution from a failed step and the pools' limits hold in-process too.
 
 # Rebuild chosen users' graphs from their stored pairs: pair_subjects clears the graph and resets every
 # checkpoint first, then every stage runs. Launch it for several users at once from the job's page
@@ -15,7 +13,7 @@ rebuild_user_graph = dg.define_asset_job(
     selection=dg.AssetSelection.groups("dreaming"),
     config={"ops": {"pair_subjects": {"config": {"rebuild": True}},
                     "memory_pairs": {"config": {"every_user": True}}}},
-    executor_def=_executor,
+    executor_def=dg.in_process_executor,
     description="Clear a user's subjects and links (every user's of a bucket), reset the pipeline checkpoints, "
                 "and dream again.",
 )
@@ -25,7 +23,7 @@ rebuild_user_graph = dg.define_asset_job(
 dreaming_job = dg.define_asset_job(
     name="dreaming_job",
     selection=dg.AssetSelection.groups("dreaming"),  # partitioned like every asset it selects
-    executor_def=_executor,
+    executor_def=dg.in_process_executor,
     description="Dream for one user (or for the users of a hash bucket with work): every stage of the dreaming "
                 "group, in lineage order.",
 )

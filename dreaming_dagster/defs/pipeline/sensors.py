@@ -5,11 +5,10 @@ from collections import defaultdict
 import dagster as dg
 import psycopg
 
-from dreaming_dagster.defs.partitions import add_new_users, bucket_count, stale_layout, users_partitions
+from dreaming_dagster.defs.layout import Layout, users_partitions
 from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.defs.run_queue import GRAPH_WRITING_JOBS, SENSOR_RUN_TAGS, partitions_in_flight
-from dreaming_dagster.pipeline import buckets
 from dreaming_dagster.pipeline.pending_work import (
     RETRY_AFTER_SECONDS,
     TRAINING_KG_ID,
@@ -35,7 +34,8 @@ FAST_PATH_BATCH_BUCKETS = 50_000
                 "still pending); sensor runs queue behind runs a person launched.",
 )
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
-    stale = stale_layout(dreaming_db.database())
+    layout = Layout.of_sensor(context)
+    stale = layout.stale(dreaming_db.database())
     if stale:
         return dg.SkipReason(stale)
     try:
@@ -45,26 +45,21 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
         return dg.SkipReason("the dreaming database has no tables yet (nothing was ever saved)")
     if not rows:
         return dg.SkipReason("no user has pending work")
-    busy = partitions_in_flight(context.instance, GRAPH_WRITING_JOBS)  # a rebuild of the user's graph too
+    busy = partitions_in_flight(context.instance, GRAPH_WRITING_JOBS, layout)  # a rebuild of the graph too
+    registering, unregistered = layout.register_users(context, (row["user_id"] for row in rows),
+                                                      dreaming_db.settings().dagster_max_user_partitions)
+    work = defaultdict(lambda: [0, None])  # partition (a user, or a bucket) -> [pending pairs, newest save]
+    for row in rows:
+        partition = work[layout.partition_of(row["user_id"])]
+        partition[0] += row["pending"]
+        partition[1] = max(partition[1] or row["newest_at"], row["newest_at"])
     now = time.time()
-    if bucket_count():
-        work = defaultdict(lambda: [0, None])  # bucket -> [pending pairs, newest save]
-        for row in rows:
-            bucket = work[buckets.bucket_key_of(row["user_id"], bucket_count())]
-            bucket[0] += row["pending"]
-            bucket[1] = max(bucket[1] or row["newest_at"], row["newest_at"])
-        return dg.SensorResult(run_requests=[
-            dg.RunRequest(partition_key=key, tags=SENSOR_RUN_TAGS,
-                          run_key=pending_work_run_key(key, pending, newest_at, now=now))
-            for key, (pending, newest_at) in sorted(work.items()) if key not in busy])
-    registering, unregistered = add_new_users(context, (row["user_id"] for row in rows),
-                                              dreaming_db.settings().dagster_max_user_partitions)
     return dg.SensorResult(
         run_requests=[
             # Same pending work, same key: launched once (and retried after a window if it stays pending).
-            dg.RunRequest(partition_key=row["user_id"], tags=SENSOR_RUN_TAGS,
-                          run_key=pending_work_run_key(row["user_id"], row["pending"], row["newest_at"], now=now))
-            for row in rows if row["user_id"] not in busy and row["user_id"] not in unregistered
+            dg.RunRequest(partition_key=key, tags=SENSOR_RUN_TAGS,
+                          run_key=pending_work_run_key(key, pending, newest_at, now=now))
+            for key, (pending, newest_at) in sorted(work.items()) if key not in busy and key not in unregistered
         ],
         dynamic_partitions_requests=registering,
     )
@@ -80,11 +75,12 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
                 "partitions of users left with no memory are deleted with their runs and asset events.",
 )
 def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
-    stale = stale_layout(dreaming_db.database())
+    layout = Layout.of_sensor(context)
+    stale = layout.stale(dreaming_db.database())
     if stale:
         return dg.SkipReason(stale)
     cursor = json.loads(context.cursor) if context.cursor else {"seq": 0, "forget": 0}
-    bucketed = bucket_count()
+    bucketed = layout.buckets
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
             rows = conn.execute(load_sql("pipeline/fast_path_syncs_since"), {
@@ -109,28 +105,28 @@ def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingD
                       if user_id in without_memory)])
     if not finished:
         last_forget = cursor["forget"]
-    events = bucket_sync_events(rows, bucketed) if bucketed else [
+    events = bucket_sync_events(rows, layout) if bucketed else [
         dg.AssetMaterialization(asset_key=asset, partition=row["user_id"], description="fast path sync", metadata={
             **{key: value for key, value in stats.items() if isinstance(value, int | float | str)},
             "path": "fast path", "kg_id": row["kg_id"], "synced_at": row["synced_at"].isoformat(),
             "user_pairs": row["user_pairs"], "graph_subjects": row["graph_subjects"]})
         for row in rows for asset, stats in row["stages"].items()]
     cursor = {"seq": rows[-1]["seq"] if rows else cursor["seq"], "forget": last_forget}
-    registering = [] if bucketed else add_new_users(context, (row["user_id"] for row in rows),
-                                                    dreaming_db.settings().dagster_max_user_partitions)[0]
+    registering = layout.register_users(context, (row["user_id"] for row in rows),
+                                        dreaming_db.settings().dagster_max_user_partitions)[0]
     requests = [*registering, *([users_partitions.build_delete_request(gone)] if gone else [])]
     if not events and not requests and last_forget == json.loads(context.cursor or '{"forget": 0}')["forget"]:
         return dg.SkipReason("no fast-path sync or forget since the last look")
     return dg.SensorResult(asset_events=events, dynamic_partitions_requests=requests, cursor=json.dumps(cursor))
 
 
-def bucket_sync_events(rows, count: int) -> list[dg.AssetMaterialization]:
+def bucket_sync_events(rows, layout: Layout) -> list[dg.AssetMaterialization]:
     """One materialization per bucket and asset for a tick's fast-path syncs: how many syncs and users, and
     each count of the stage summed (the user ids stay in the memory database)."""
     sums: dict[tuple[str, str], dict] = {}
     users: dict[tuple[str, str], set] = defaultdict(set)
     for row in rows:
-        bucket = buckets.bucket_key_of(row["user_id"], count)
+        bucket = layout.partition_of(row["user_id"])
         for asset, stats in row["stages"].items():
             total = sums.setdefault((bucket, asset), {"syncs": 0, "first_synced_at": row["synced_at"].isoformat()})
             total["syncs"] += 1
