@@ -25,15 +25,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import common  # first: puts the project on the import path
 import numpy as np
-from common import (  # first: puts the project on the import path
-    ORACLE,
-    bench_parser,
-    bench_sql,
-    embedded_admin_url,
-    machine,
-    stopped_on_exit,
-)
 
 from dreaming_dagster.demo import build_demo_users
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
@@ -88,7 +81,7 @@ def health(database: Database, user_id: str, seed: int = 7) -> dict:
     with database.connect(vectors=False) as conn:
         names = sorted(row["subject_text"] for row in conn.execute(
             load_sql("checks/live_subject_names"), {"user_id": user_id, "kg_ids": [report["kg_id"]]}))
-        over_five = conn.execute(bench_sql("unflagged_large_subjects"), {
+        over_five = conn.execute(common.bench_sql("unflagged_large_subjects"), {
             "user_id": user_id, "max_share": 0.05, "pairs": report["pairs"]}).fetchone()["n"]
     top = graph_reports.top_subjects(database, user_id, limit=15)
     return {**{k: (round(v, 4) if isinstance(v, float) else v) for k, v in report.items()},
@@ -138,8 +131,8 @@ def v3_metrics(pools: Pools, args, embedding_model: str) -> dict:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, "graph")
-    parser.add_argument("--dataset", type=Path, default=ORACLE)
+    parser = common.bench_parser(__doc__, "graph")
+    parser.add_argument("--dataset", type=Path, default=common.ORACLE)
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--throughput-pairs", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
@@ -149,14 +142,14 @@ def main() -> None:
     parser.add_argument("--demo-questions-per-user", type=int, default=8)
     args = parser.parse_args()
     results: dict = {"command": "bench/graph.py " + " ".join(sys.argv[1:]),
-                     "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
+                     "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": common.machine(),
                      "dataset": args.dataset.name}
     results["extractor_throughput"] = throughput(oracle_pairs(args.dataset, args.throughput_pairs), args.runs)
 
     embedder = LocalMiniLMEmbedder()
     graph = GraphSide()
-    with tempfile.TemporaryDirectory(prefix="dd-graph-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
-        admin = embedded_admin_url(Path(tmp) / "pgdata")
+    with tempfile.TemporaryDirectory(prefix="dd-graph-") as tmp, common.stopped_on_exit(Path(tmp) / "pgdata"):
+        admin = common.embedded_admin_url(Path(tmp) / "pgdata")
         first = Database(embedded.fresh_database_url(admin, "graph"))
         started = time.perf_counter()
         manifest = load_benchmark_memory(first, embedder, OfflineExtractor(), OfflineRefiner(), args.dataset,

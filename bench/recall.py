@@ -63,19 +63,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import common  # first: puts the project on the import path
 import numpy as np
 import psycopg
 import torch
-from common import (  # first
-    ORACLE,
-    ROOT,
-    bench_parser,
-    bench_sql,
-    embedded_admin_url,
-    machine,
-    percentile,
-    stopped_on_exit,
-)
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from synthetic import DIMENSION, START, load_user, queries_around
@@ -145,7 +136,7 @@ def oracle_texts(dataset: Path) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 def summary(values: list[float]) -> dict:
-    return {"p50_ms": round(statistics.median(values), 3), "p99_ms": round(percentile(values, 0.99), 3),
+    return {"p50_ms": round(statistics.median(values), 3), "p99_ms": round(common.percentile(values, 0.99), 3),
             "mean_ms": round(statistics.fmean(values), 3), "n": len(values)}
 
 
@@ -189,7 +180,7 @@ def timed(fn, repeats: int) -> list[float]:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, "recall")
+    parser = common.bench_parser(__doc__, "recall")
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--subjects", type=int, default=20_000)
     parser.add_argument("--topics", type=int, default=400)
@@ -216,7 +207,7 @@ def main() -> None:
     random.seed(args.seed)
     results: dict = {"command": "bench/recall.py " + " ".join(sys.argv[1:]),
                      "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                     "machine": machine() | {"torch": torch.__version__},
+                     "machine": common.machine() | {"torch": torch.__version__},
                      "data": {"heavy_user_pairs": args.pairs, "heavy_user_subjects": args.subjects,
                               "topics": args.topics, "light_users": args.light_users,
                               "mid_user_pairs": args.mid_pairs,
@@ -224,13 +215,13 @@ def main() -> None:
                               "vectors": "synthetic, clustered (see the docstring)",
                               "texts": "heavy user: LongMemEval oracle pairs drawn at random; queries: oracle "
                                        "questions"}}
-    pair_texts, question_texts = oracle_texts(ORACLE)
+    pair_texts, question_texts = oracle_texts(common.ORACLE)
 
-    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, stopped_on_exit(Path(tmp) / "pgdata"):
+    with tempfile.TemporaryDirectory(prefix="dd-bench-") as tmp, common.stopped_on_exit(Path(tmp) / "pgdata"):
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             tmp = str(args.keep)
-        admin_url = embedded_admin_url(Path(tmp) / "pgdata")
+        admin_url = common.embedded_admin_url(Path(tmp) / "pgdata")
         database = Database(embedded.fresh_database_url(admin_url, "bench"))
         with psycopg.connect(admin_url) as admin:
             results["data"]["shared_buffers"] = admin.execute("SHOW shared_buffers").fetchone()[0]
@@ -239,7 +230,7 @@ def main() -> None:
         started = time.perf_counter()
         with psycopg.connect(database.url, autocommit=True, row_factory=dict_row) as conn:
             register_vector(conn)
-            conn.execute(bench_sql("drop_vector_indexes"))
+            conn.execute(common.bench_sql("drop_vector_indexes"))
             with tqdm(total=total_pairs, desc="loading pairs", unit="pair") as progress:
                 centres = load_user(conn, rng, "heavy", args.pairs, args.subjects, args.topics, 3 * 365, progress,
                                     texts=pair_texts)
@@ -250,12 +241,12 @@ def main() -> None:
                           texts=pair_texts)
             load_s = time.perf_counter() - started
             started = time.perf_counter()
-            conn.execute(bench_sql("build_settings"))
+            conn.execute(common.bench_sql("build_settings"))
             print("building the HNSW indexes …", flush=True)
-            conn.execute(bench_sql("create_vector_indexes"))
+            conn.execute(common.bench_sql("create_vector_indexes"))
             index_s = time.perf_counter() - started
             conn.execute("VACUUM ANALYZE")
-            sizes = conn.execute(bench_sql("recall_data_sizes")).fetchone()
+            sizes = conn.execute(common.bench_sql("recall_data_sizes")).fetchone()
         results["data"] |= {"heavy_user_links": sizes["links"], "hnsw_index_size": sizes["hnsw_size"],
                             "heavy_user_postings": int(sizes["postings"]),
                             "lexical_index_size": f"{sizes['lexical_bytes'] / 2**20:.0f} MB",
@@ -298,7 +289,7 @@ def main() -> None:
 
         # The served statement as it was before index keys (--baseline-rev), on the same data and lexical pool.
         baseline_sql = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{args.baseline_rev}:dbt_like_sql/retrieval/composite_ranking.sql"],
+            ["git", "-C", str(common.ROOT), "show", f"{args.baseline_rev}:dbt_like_sql/retrieval/composite_ranking.sql"],
             capture_output=True, text=True, check=True).stdout
 
         def served_before_keys(q, text):
@@ -468,7 +459,7 @@ def main() -> None:
             assert len(rows) == 10, ("mid", len(rows))
         mid_params = params | {"user_id": "mid", "graph_pool_size": DEFAULT_GRAPH_SIDE.pool_size,
                                "graph_subjects": DEFAULT_GRAPH_SIDE.subjects, "key_pool_size": KEY_POOL_SIZE}
-        exact_scan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + bench_sql("exact_vector_scan"),
+        exact_scan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + common.bench_sql("exact_vector_scan"),
                                   {"user_id": "mid", "kg_id": "default", "query": queries[0]}).fetchone()["QUERY PLAN"][0]
         scanned = exact_scan["Plan"]["Actual Rows"]
         results["mid_user"] = {

@@ -54,6 +54,14 @@ class Layout:
             raise ValueError("the sensor context has no definitions: build it with definitions=defs()")
         return cls.of_partitions(context.repository_def.get_job("dreaming_job").partitions_def)
 
+    @classmethod
+    def of_sensor_or_skip(cls, context: dg.SensorEvaluationContext, database) -> "Layout | dg.SkipReason":
+        """The sensor's layout, or the reason to ask for nothing this tick: the deployment's partitioning
+        changed since the code location loaded (:meth:`stale`)."""
+        layout = cls.of_sensor(context)
+        stale = layout.stale(database)
+        return dg.SkipReason(stale) if stale else layout
+
     @property
     def per_user(self) -> bool:
         return not self.buckets

@@ -30,10 +30,9 @@ def dream_run_key(user_id: str, last_pass_id: str | None, now: float) -> str:
 )
 def token_budget_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource,
                         dreaming_policy: DreamingPolicyResource):
-    layout = Layout.of_sensor(context)
-    stale = layout.stale(dreaming_db.database())
-    if stale:
-        return dg.SkipReason(stale)
+    layout = Layout.of_sensor_or_skip(context, dreaming_db.database())
+    if isinstance(layout, dg.SkipReason):
+        return layout
     threshold = dreaming_policy.settings().dream_token_threshold
     try:
         with dreaming_db.database().connect(vectors=False) as conn:

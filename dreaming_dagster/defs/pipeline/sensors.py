@@ -34,10 +34,9 @@ FAST_PATH_BATCH_BUCKETS = 50_000
                 "still pending); sensor runs queue behind runs a person launched.",
 )
 def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
-    layout = Layout.of_sensor(context)
-    stale = layout.stale(dreaming_db.database())
-    if stale:
-        return dg.SkipReason(stale)
+    layout = Layout.of_sensor_or_skip(context, dreaming_db.database())
+    if isinstance(layout, dg.SkipReason):
+        return layout
     try:
         with dreaming_db.database().connect(vectors=False) as conn:
             rows = conn.execute(load_sql("memory_pairs/users_with_pending_work"), pending_work_params()).fetchall()
@@ -75,10 +74,9 @@ def pending_pairs_sensor(context: dg.SensorEvaluationContext, dreaming_db: Dream
                 "partitions of users left with no memory are deleted with their runs and asset events.",
 )
 def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingDatabaseResource):
-    layout = Layout.of_sensor(context)
-    stale = layout.stale(dreaming_db.database())
-    if stale:
-        return dg.SkipReason(stale)
+    layout = Layout.of_sensor_or_skip(context, dreaming_db.database())
+    if isinstance(layout, dg.SkipReason):
+        return layout
     cursor = json.loads(context.cursor) if context.cursor else {"seq": 0, "forget": 0}
     bucketed = layout.buckets
     try:

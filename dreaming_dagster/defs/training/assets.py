@@ -123,11 +123,7 @@ def longmemeval_haystacks(context: dg.AssetExecutionContext, config: LongMemEval
     })
 
 
-@ranker_asset(
-    after=[longmemeval_memory],
-    kinds={"postgres", "python"},
-    pool="llm",
-)
+@ranker_asset(after=[longmemeval_memory], kinds={"postgres", "python"}, pool="llm")
 def locomo_memory(context: dg.AssetExecutionContext, config: LocomoMemoryConfig,
                   dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
                   llm: LLMResource) -> dg.MaterializeResult:
