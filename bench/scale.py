@@ -12,10 +12,11 @@ instance:
   100,000 active users make in about a minute) — ticks, time and Dagster events per sync;
 - for each partitioning, the Dagster webserver (no daemon) on that memory and instance: Chromium's time until the asset catalog and
   the partition view of ``subjects`` render, and the GraphQL call listing the asset's partitions.
-Then the run overhead (``--throughput-users`` users with real pairs, local model, offline extractor):
-``sync_user`` over them in one process against the same pairs of as many other users dreamed by
-``dreaming_job`` runs, each run a process of its own as the run launcher starts it — one a bucket, and a
-sample of one-a-user runs. Results: bench/results/scale.json.
+Then the run overhead (``--throughput-users`` users of ``--pairs-per-user`` real pairs, local model,
+offline extractor): ``sync_user`` over them in one process against the same pairs of as many other users
+dreamed by ``dreaming_job`` runs, each run a process of its own as the run launcher starts it — a run a
+user one after another (each run's wall time from its process start against its steps' time), and a run a
+bucket. ``--keep-sizes`` measures only that and keeps the committed sizes. Results: bench/results/scale.json.
 """
 
 from __future__ import annotations
@@ -183,8 +184,9 @@ def ui_timings(env: dict, folder: Path) -> dict:
 
 
 def run_child(args: list[str], env: dict) -> dict:
-    done = subprocess.run([sys.executable, str(HERE), *args], env=env, capture_output=True, text=True,
-                          timeout=7200)
+    started = time.time()
+    done = subprocess.run([sys.executable, str(HERE), *args, "--started", str(started)], env=env,
+                          capture_output=True, text=True, timeout=7200)
     if done.returncode:
         raise RuntimeError(done.stderr[-4000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -246,24 +248,34 @@ def scale(args, admin_url: str, home: Path) -> list[dict]:
     return rows
 
 
-def child_run(partition_key: str) -> dict:
-    """One dreaming_job run of a partition, in this new process: what a run launcher's process does (load the
-    code location, then run the job)."""
+def child_run(partition_key: str, started: float) -> dict:
+    """One dreaming_job run of a partition, in this new process: what a run launcher's process does (start,
+    load the code location, then run the job). ``started``: when the parent started this process (epoch s).
+    Its steps' time is each step's start to its success in the run's event log, summed."""
     import dagster as dg
 
     from dreaming_dagster.definitions import defs
 
-    started = time.perf_counter()
     job = defs().resolve_job_def("dreaming_job")
     with dg.DagsterInstance.get() as instance:
         result = job.execute_in_process(partition_key=partition_key, instance=instance,
                                         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
-        rows = len(instance.all_logs(result.run_id))
-    return {"success": result.success, "run_s": round(time.perf_counter() - started, 2), "event_rows": rows}
+        ended = time.time()
+        records = instance.all_logs(result.run_id)
+    began, steps_s = {}, 0.0
+    for record in records:
+        event = record.dagster_event
+        if event is not None and event.event_type == dg.DagsterEventType.STEP_START:
+            began[event.step_key] = record.timestamp
+        elif event is not None and event.event_type == dg.DagsterEventType.STEP_SUCCESS:
+            steps_s += record.timestamp - began[event.step_key]
+    return {"success": result.success, "run_s": round(ended - started, 2), "steps_s": round(steps_s, 2),
+            "event_rows": len(records)}
 
 
 def throughput(args, admin_url: str, home: Path) -> dict:
-    """sync_user over N users in one process vs dreaming_job runs over N users with the same pairs."""
+    """sync_user over N users in one process against dreaming_job runs over N other users with the same
+    pairs: a run a user, one after another, and a run a bucket."""
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
     from dreaming_dagster.extraction.extractors import OfflineExtractor
     from dreaming_dagster.ingest.save import save_pairs
@@ -276,12 +288,12 @@ def throughput(args, admin_url: str, home: Path) -> dict:
     url = embedded.fresh_database_url(admin_url, "throughput")
     database, embedder = Database(url), LocalMiniLMEmbedder()
     database.ensure_schema(embedder.spec)
-    count = args.throughput_users
-    records = oracle_records(limit=count)
-    sample = 4  # one-a-user runs timed (each is a process; the rest would only repeat it)
-    for prefix, users in (("sync", count), ("dagster", count), ("peruser", sample)):
-        for n in range(users):
-            save_pairs(f"{prefix}-{n}", [records[n]], database=database, embedder=embedder, embed=False)
+    count, size = args.throughput_users, args.pairs_per_user
+    records = oracle_records(limit=count * size)
+    for prefix in ("sync", "dagster", "peruser"):
+        for n in range(count):
+            save_pairs(f"{prefix}-{n}", records[n * size:(n + 1) * size], database=database, embedder=embedder,
+                       embed=False)
     started = time.perf_counter()
     for n in range(count):
         sync_user(f"sync-{n}", database=database, embedder=embedder, extractor=OfflineExtractor(),
@@ -292,8 +304,15 @@ def throughput(args, admin_url: str, home: Path) -> dict:
     import dagster as dg
 
     with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions("users", [f"peruser-{n}" for n in range(sample)])
-    per_user = [run_child(["--child-run", f"peruser-{n}"], env) for n in range(sample)]
+        instance.add_dynamic_partitions("users", [f"peruser-{n}" for n in range(count)])
+    started = time.perf_counter()
+    per_user = []
+    for n in range(count):
+        per_user.append(run_child(["--child-run", f"peruser-{n}"], env))
+        if (n + 1) % 20 == 0:
+            print(f"per-user runs: {n + 1}/{count} ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
+                  flush=True)
+    per_user_s = time.perf_counter() - started
     bucketing.write_layout(database, args.buckets)
     keys = sorted(bucketing.group_by_bucket([f"dagster-{n}" for n in range(count)], args.buckets))
     started = time.perf_counter()
@@ -304,17 +323,21 @@ def throughput(args, admin_url: str, home: Path) -> dict:
         left = conn.execute("SELECT count(*) AS n FROM pair_stages WHERE kg_stored_at IS NULL").fetchone()["n"]
     one_user_run = statistics.median(run["run_s"] for run in per_user)
     return {
-        "users": count, "pairs_per_user": 1, "buckets": args.buckets, "unlinked_pairs_after": left,
+        "users": count, "pairs_per_user": size, "buckets": args.buckets, "unlinked_pairs_after": left,
         "sync_user_s": round(sync_s, 1), "sync_user_users_per_s": round(count / sync_s, 2),
         "bucket_runs": len(bucket_runs), "bucket_runs_s": round(dagster_s, 1),
         "bucket_users_per_s": round(count / dagster_s, 2),
         "bucket_vs_sync_user": round(sync_s / dagster_s, 3),
         "bucket_run_s": [run["run_s"] for run in bucket_runs],
         "bucket_run_event_rows_per_user": round(sum(run["event_rows"] for run in bucket_runs) / count, 2),
+        "per_user_runs_s": round(per_user_s, 1),
+        "per_user_users_per_s": round(count / per_user_s, 3),
+        "per_user_vs_sync_user": round(sync_s / per_user_s, 3),
         "one_user_run_s_median": round(one_user_run, 2),
+        "one_user_steps_s_median": round(statistics.median(run["steps_s"] for run in per_user), 2),
+        "run_vs_steps_median": round(statistics.median(run["run_s"] / run["steps_s"] for run in per_user), 2),
         "one_user_run_event_rows_median": statistics.median(run["event_rows"] for run in per_user),
         "one_user_sync_s": round(sync_s / count, 3),
-        "one_run_a_user_users_per_s": round(1 / one_user_run, 3),
         "all_runs_succeeded": all(run["success"] for run in [*per_user, *bucket_runs]),
     }
 
@@ -325,14 +348,18 @@ def main() -> None:
     parser.add_argument("--pending-share", type=float, default=0.1)
     parser.add_argument("--syncs", type=int, default=5000)
     parser.add_argument("--buckets", type=int, default=16)
-    parser.add_argument("--throughput-users", type=int, default=2000)
+    parser.add_argument("--throughput-users", type=int, default=200)
+    parser.add_argument("--pairs-per-user", type=int, default=20, help="each throughput user's pairs")
+    parser.add_argument("--keep-sizes", action="store_true", help="measure the throughput only; keep the "
+                        "committed file's sizes (the sensors' and the UI's figures)")
     parser.add_argument("--no-ui", dest="ui", action="store_false", help="skip the browser timings")
     parser.add_argument("--child-sensors", type=int, default=None)
     parser.add_argument("--child-run", default=None)
     parser.add_argument("--url", default=None)
+    parser.add_argument("--started", type=float, default=None)
     args = parser.parse_args()
     if args.child_run is not None:
-        print(json.dumps(child_run(args.child_run)))
+        print(json.dumps(child_run(args.child_run, args.started or time.time())))
         return
     if args.child_sensors is not None:
         print(json.dumps(child_sensors(args.child_sensors, args.url, args.syncs)))
@@ -346,8 +373,11 @@ def main() -> None:
             "command": "make bench-scale  (.venv/bin/python bench/scale.py)",
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "buckets": args.buckets, "fast_path_syncs": args.syncs,
-            "sizes": scale(args, admin_url, home) if args.sizes else [],
+            "sizes": scale(args, admin_url, home) if args.sizes and not args.keep_sizes else [],
         }
+        if args.keep_sizes:
+            kept = json.loads(args.out.read_text())
+            results |= {key: kept[key] for key in ("buckets", "fast_path_syncs", "sizes")}
         results["throughput"] = throughput(args, admin_url, home) if args.throughput_users else None
     results["machine"] = machine()
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -84,3 +84,13 @@ def test_extraction_workers_bench(tmp_path, monkeypatch):
     assert set(result["variants"]) == {"in process", "2 workers started per sync", "2 workers kept"}
     assert all(cell["median_s"] > 0 for cell in result["variants"].values())
     assert result["variants"]["in process"]["time_vs_in_process"] == 1.0
+
+
+def test_scale_bench_runs_a_user_a_run_and_times_its_steps(tmp_path):
+    result = run_bench("scale", "--sizes", "", "--no-ui", "--throughput-users", "2", "--pairs-per-user", "2",
+                       "--buckets", "1", out=tmp_path / "r.json")
+    throughput = result["throughput"]
+    assert throughput["all_runs_succeeded"] and throughput["unlinked_pairs_after"] == 0
+    assert throughput["per_user_vs_sync_user"] > 0 and throughput["one_user_steps_s_median"] > 0
+    # A run's wall time counts its process start and code load: never less than its steps.
+    assert throughput["run_vs_steps_median"] >= 1
