@@ -48,17 +48,12 @@ class Layout:
         return cls(0)
 
     @classmethod
-    def of_sensor(cls, context: dg.SensorEvaluationContext) -> "Layout":
-        """The layout of the code location a sensor is evaluated in."""
+    def of_sensor_or_skip(cls, context: dg.SensorEvaluationContext, database) -> "Layout | dg.SkipReason":
+        """The layout of the code location a sensor is evaluated in, or the reason to ask for nothing this
+        tick: the deployment's partitioning changed since that code location loaded (:meth:`stale`)."""
         if context.repository_def is None:
             raise ValueError("the sensor context has no definitions: build it with definitions=defs()")
-        return cls.of_partitions(context.repository_def.get_job("dreaming_job").partitions_def)
-
-    @classmethod
-    def of_sensor_or_skip(cls, context: dg.SensorEvaluationContext, database) -> "Layout | dg.SkipReason":
-        """The sensor's layout, or the reason to ask for nothing this tick: the deployment's partitioning
-        changed since the code location loaded (:meth:`stale`)."""
-        layout = cls.of_sensor(context)
+        layout = cls.of_partitions(context.repository_def.get_job("dreaming_job").partitions_def)
         stale = layout.stale(database)
         return dg.SkipReason(stale) if stale else layout
 
@@ -178,7 +173,7 @@ def start_dreaming_run(context: dg.AssetExecutionContext, database, *, every_use
                 rows = conn.execute(load_sql("memory_pairs/users_with_pending_work"), pending_work_params())
                 users = [row["user_id"] for row in rows if bucketing.bucket_of(row["user_id"], layout.buckets) in wanted]
             conn.execute(load_sql("dagster/add_bucket_run_users"), {"run_id": _run_id(context), "user_ids": users})
-    return dreaming_step(context, database)
+    return dreaming_step(context, database)  # the stored list: a re-executed run keeps its first users too
 
 
 def finish_dreaming_run(context: dg.AssetExecutionContext, database) -> None:
