@@ -227,9 +227,15 @@ def test_dreaming_ui_stopped_while_the_daemon_launches_a_run_leaves_no_process(t
                 continue
         return found
 
+    def command_line(found: psutil.Process) -> str:
+        try:
+            return " ".join(found.cmdline())
+        except psutil.NoSuchProcess:  # ended, or a zombie now, since ours() listed it
+            return ""
+
     def run_worker_started() -> bool:
-        # The code server starts a run worker through multiprocessing (spawn_main), then its step processes.
-        return any("spawn_main" in " ".join(found.cmdline()) for found in ours() if found.is_running())
+        # The code server starts a run worker through multiprocessing (spawn_main).
+        return any("spawn_main" in command_line(found) for found in ours())
 
     def runs(status: str) -> set[str]:  # read straight from the socket: this process must hold no server handle
         url = f"postgresql://postgres:@/dagster?host={data_dir / 'pgdata'}"
