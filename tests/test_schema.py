@@ -1,5 +1,7 @@
 """Migrations, the recorded embedding model, and `dreaming reembed` (real Postgres)."""
 
+import hashlib
+
 import psycopg
 import pytest
 
@@ -51,11 +53,38 @@ def test_concurrent_migrations_serialise(database_url):
 def test_an_edited_applied_migration_is_refused(database_url, monkeypatch):
     with psycopg.connect(database_url) as conn:
         apply_migrations(conn, SPEC)
-    edited = [Migration(m.version, m.name, m.template + "\n-- edited") if m.version == "0002" else m
+    edited = [Migration(m.version, m.name, m.template + "\nSELECT 1;") if m.version == "0002" else m
               for m in load_migrations()]
     monkeypatch.setattr(database_module, "load_migrations", lambda: edited)
     with psycopg.connect(database_url) as conn, pytest.raises(MigrationChecksumError, match="0002"):
         apply_migrations(conn, SPEC)
+
+
+def test_an_applied_migration_s_comments_can_be_corrected(database_url, monkeypatch):
+    with psycopg.connect(database_url) as conn:
+        apply_migrations(conn, SPEC)
+    commented = [Migration(m.version, m.name, "-- why, said better\n\n" + m.template + "\n  -- a last word\n")
+                 if m.version == "0002" else m for m in load_migrations()]
+    monkeypatch.setattr(database_module, "load_migrations", lambda: commented)
+    with psycopg.connect(database_url) as conn:
+        assert apply_migrations(conn, SPEC) == []
+
+
+def test_whole_file_checksums_of_older_databases_are_accepted_and_rewritten(database_url):
+    migrations = load_migrations()
+    with psycopg.connect(database_url) as conn:
+        apply_migrations(conn, SPEC)
+        # What earlier versions recorded: each file's whole-text hash, and for migrations whose comments
+        # changed since, the hash of the text before the change.
+        for migration in migrations:
+            whole_file = hashlib.sha256(migration.template.encode()).hexdigest()
+            before = database_module.WHOLE_FILE_CHECKSUMS_BEFORE_COMMENT_EDITS.get(migration.version, whole_file)
+            conn.execute("UPDATE schema_migrations SET checksum = %s WHERE version = %s", (before, migration.version))
+        conn.commit()
+        assert apply_migrations(conn, SPEC) == []
+        recorded = dict(conn.execute("SELECT version, checksum FROM schema_migrations").fetchall())
+    assert recorded == {m.version: m.checksum for m in migrations}
+    assert all(m.checksum != hashlib.sha256(m.template.encode()).hexdigest() for m in migrations)
 
 
 def test_dimension_mismatch_names_both_models_and_the_fix(database_url):

@@ -31,6 +31,13 @@ CONFIG_EMBEDDING_DIMENSION = "embedding_dimension"
 # How long a graph lock waits for one of the lock pool's connections before opening its own.
 LOCK_POOL_WAIT_S = 0.05
 DIMENSION_PLACEHOLDER = "{{ embedding_dimension }}"
+# Databases record a migration's whole-file hash until apply_migrations rewrites it as the statements' hash;
+# these migrations' comments changed since, so their earlier whole-file hashes are still accepted.
+WHOLE_FILE_CHECKSUMS_BEFORE_COMMENT_EDITS = {
+    "0023": "00614acbe89262dec8a9e82ae64cda53f0cdfbbadcf9872556b70045b2335fc9",
+    "0024": "99edb06ad6ce335cc38becd6e72bc94d51588d6d6c8f2cca777d95fb60c2190b",
+    "0025": "facc8613a1137a7fa5c69546a1f9876a2f53f21626c4030060a01e8991222e1f",
+}
 
 
 class EmbeddingMismatchError(RuntimeError):
@@ -59,7 +66,17 @@ class Migration:
 
     @property
     def checksum(self) -> str:
-        return hashlib.sha256(self.template.encode()).hexdigest()
+        """The hash of the migration's statements: full-line comments and blank lines are not part of it,
+        so the comment that explains a migration can be corrected after it has been applied."""
+        statements = [line.rstrip() for line in self.template.splitlines()]
+        kept = [line for line in statements if line and not line.lstrip().startswith("--")]
+        return hashlib.sha256("\n".join(kept).encode()).hexdigest()
+
+    def accepts(self, recorded: str) -> bool:
+        """Whether ``recorded`` is this migration's checksum, or a whole-file hash from before checksums
+        left comments out (of this text, or of the text before its comment was corrected)."""
+        whole_file = hashlib.sha256(self.template.encode()).hexdigest()
+        return recorded in {self.checksum, whole_file, WHOLE_FILE_CHECKSUMS_BEFORE_COMMENT_EDITS.get(self.version)}
 
     def render(self, dimension: int) -> str:
         return render_dimension(self.template, dimension)
@@ -115,11 +132,15 @@ def apply_migrations(conn: psycopg.Connection, spec: EmbeddingSpec) -> list[str]
         newly_applied = []
         for migration in load_migrations():
             if migration.version in applied:
-                if applied[migration.version] != migration.checksum:
+                recorded_checksum = applied[migration.version]
+                if not migration.accepts(recorded_checksum):
                     raise MigrationChecksumError(
                         f"migration {migration.version}_{migration.name} was edited after it was applied; "
                         "add a new migration instead of changing an applied one"
                     )
+                if recorded_checksum != migration.checksum:
+                    conn.execute(load_sql("schema/update_migration_checksum"), {
+                        "version": migration.version, "checksum": migration.checksum})
                 continue
             conn.execute(migration.render(dimension))
             conn.execute(load_sql("schema/record_migration"), {

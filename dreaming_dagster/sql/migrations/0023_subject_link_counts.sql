@@ -3,7 +3,7 @@
 -- specificity behind subj_sem and neighbor_density, the graph side's weights) and counted those links at
 -- query time: one index-only count per subject, ~100 entries a subject for the subjects a 100,000-pair
 -- user's candidates reach. A hybrid pool has twice the candidates, so twice the counting. Reading the count
--- from the subject row recall fetches anyway, side by side on that user (scratch, 150-200 questions, five
+-- from the subject row recall fetches anyway, side by side on that user (150-200 questions, five
 -- runs): the hybrid statement 2.4-4.1 ms faster at p50 (46.2 -> 42.8 ms with this migration), the
 -- vector-only one 0.7-2.0 ms (37.7 -> 35.8 ms).
 --

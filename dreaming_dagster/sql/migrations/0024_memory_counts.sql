@@ -1,7 +1,7 @@
 -- A user's pair count and live-subject count, kept per graph (issue 18: a sync touches only what its pairs
 -- need). Every sync read both with count(*): the profile refresh counted the user's pairs and live
 -- subjects, the hub rule the pairs again; recall of a user never dreamed counted them too. Here they are one
--- row, read by key. Side by side, each statement the counting way and this way taking turns (scratch,
+-- row, read by key. Side by side, each statement the counting way and this way taking turns (each
 -- rolled back): on a kept 5,000-pair user the profile refresh 8.6 -> 2.6 ms (a single-user database plans
 -- the subject count as a sequential scan of the wide subject rows) and the fast path's hub rule 3.8 -> 2.3
 -- ms; on a 100,000-pair user never vacuumed (its counts read the heap) 445 -> 203 ms and 246 -> 2.4 ms.

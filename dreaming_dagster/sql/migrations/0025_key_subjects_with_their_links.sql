@@ -3,7 +3,7 @@
 -- linked subject) and then marked the new ones key subjects in a second UPDATE: two new versions of a
 -- ~1.9 kB row per newly linked subject in one transaction. A page kept a quarter free (fillfactor 75, three
 -- rows a page) has room for one new version, so the second was not HOT: a new entry in every index of
--- subjects, an HNSW insertion among them. A new user's first sync of 400 pairs (scratch, side by side):
+-- subjects, an HNSW insertion among them. A new user's first sync of 400 pairs (side by side):
 -- the two statements' 0.92 s, 1,324 updates of which 597 HOT. Here the count trigger sets the flag itself
 -- (sticky, as before: a deleted link never clears it), and a page keeps half free (two rows and room for
 -- two new versions: the link batch's, then the merge's or refinement's next), so they stay HOT.

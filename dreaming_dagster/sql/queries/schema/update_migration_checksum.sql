@@ -1,0 +1,1 @@
+UPDATE schema_migrations SET checksum = %(checksum)s WHERE version = %(version)s;
