@@ -1,7 +1,8 @@
 """Dagster at 10^4–10^6 users: what each partitioning costs the sensors, the event log and the run queue.
 
     .venv/bin/python bench/scale.py [--sizes 10000,100000,1000000] [--pending-share 0.1] [--syncs 5000]
-                                    [--buckets 16] [--throughput-users 2000]
+                                    [--buckets 16] [--throughput-users 200] [--pairs-per-user 20]
+                                    [--spawned-every 4] [--keep-sizes] [--no-ui]
 
 Users are written straight into the tables (one pair each, bench/generate_pairs.sql; every tenth with that
 pair pending at every stage), the memory grown size by size. At each size, on a Postgres-backed Dagster
@@ -14,9 +15,11 @@ instance:
   the partition view of ``subjects`` render, and the GraphQL call listing the asset's partitions.
 Then the run overhead (``--throughput-users`` users of ``--pairs-per-user`` real pairs, local model,
 offline extractor): ``sync_user`` over them in one process against the same pairs of as many other users
-dreamed by ``dreaming_job`` runs, each run a process of its own as the run launcher starts it — a run a
-user one after another (each run's wall time from its process start against its steps' time), and a run a
-bucket. ``--keep-sizes`` measures only that and keeps the committed sizes. Results: bench/results/scale.json.
+dreamed by ``dreaming_job`` runs, created and launched as the daemon launches queued runs (a code server
+serving the code location, the project's launcher): a run a user one after another from warm run workers (each
+run's launch to its end, against its steps' time), every ``--spawned-every``'th user also by a run in a new
+process as Dagster's default launcher starts it (the two taking turns), and a run a bucket.
+``--keep-sizes`` measures only that and keeps the committed sizes. Results: bench/results/scale.json.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -41,6 +45,7 @@ from common import (  # first: puts the project on the import path
 )
 
 HERE = Path(__file__).resolve()
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _dagster_home(folder: Path, pgdata: Path) -> Path:
@@ -184,8 +189,7 @@ def ui_timings(env: dict, folder: Path) -> dict:
 
 
 def run_child(args: list[str], env: dict) -> dict:
-    started = time.time()
-    done = subprocess.run([sys.executable, str(HERE), *args, "--started", str(started)], env=env,
+    done = subprocess.run([sys.executable, str(HERE), *args], env=env,
                           capture_output=True, text=True, timeout=7200)
     if done.returncode:
         raise RuntimeError(done.stderr[-4000:])
@@ -248,29 +252,53 @@ def scale(args, admin_url: str, home: Path) -> list[dict]:
     return rows
 
 
-def child_run(partition_key: str, started: float) -> dict:
-    """One dreaming_job run of a partition, in this new process: what a run launcher's process does (start,
-    load the code location, then run the job). ``started``: when the parent started this process (epoch s).
-    Its steps' time is each step's start to its success in the run's event log, summed."""
+def step_times(records) -> dict[str, float]:
+    """Each step's start to its success in a run's event log."""
     import dagster as dg
 
-    from dreaming_dagster.definitions import defs
-
-    job = defs().resolve_job_def("dreaming_job")
-    with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(partition_key=partition_key, instance=instance,
-                                        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
-        ended = time.time()
-        records = instance.all_logs(result.run_id)
-    began, steps_s = {}, 0.0
+    began, seconds = {}, {}
     for record in records:
         event = record.dagster_event
         if event is not None and event.event_type == dg.DagsterEventType.STEP_START:
             began[event.step_key] = record.timestamp
         elif event is not None and event.event_type == dg.DagsterEventType.STEP_SUCCESS:
-            steps_s += record.timestamp - began[event.step_key]
-    return {"success": result.success, "run_s": round(ended - started, 2), "steps_s": round(steps_s, 2),
-            "event_rows": len(records)}
+            seconds[event.step_key] = record.timestamp - began[event.step_key]
+    return seconds
+
+
+@contextmanager
+def code_location(instance):
+    """The project's code location served by a gRPC code server, as `dreaming ui` serves it: yields a workspace."""
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    target = ModuleTarget(module_name="dreaming_dagster.definitions", attribute=None,
+                          working_directory=str(HERE.parents[1]), location_name="dreaming_dagster")
+    with WorkspaceProcessContext(instance, target) as context:
+        yield context.create_request_context()
+
+
+def launched_run(instance, workspace, launcher, partition_key: str) -> dict:
+    """One dreaming_job run of a partition started by ``launcher``, as the daemon starts a queued run; its wall
+    time from the launch to the run's end, against its steps' time."""
+    from dagster._cli.job import _create_run
+    from dagster._core.launcher import LaunchRunContext
+
+    created = time.perf_counter()
+    location = workspace.get_code_location("dreaming_dagster")
+    repository = next(iter(location.get_repositories().values()))
+    run = _create_run(instance=instance, code_location=location, remote_repo=repository,
+                      remote_job=repository.get_full_job("dreaming_job"), run_config=QUIET,
+                      tags={"dagster/partition": partition_key}, op_selection=None, run_id=None)
+    started = time.perf_counter()
+    launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=workspace))
+    while not (run := instance.get_run_by_id(run.run_id)).is_finished:
+        time.sleep(0.1)
+    run_s = time.perf_counter() - started
+    records = instance.all_logs(run.run_id)
+    steps = step_times(records)
+    return {"success": run.status.value == "SUCCESS", "create_s": round(started - created, 3), "run_s": round(run_s, 2),
+            "steps_s": round(sum(steps.values()), 2), "steps": steps, "event_rows": len(records)}
 
 
 def throughput(args, admin_url: str, home: Path) -> dict:
@@ -290,8 +318,10 @@ def throughput(args, admin_url: str, home: Path) -> dict:
     database.ensure_schema(embedder.spec)
     count, size = args.throughput_users, args.pairs_per_user
     records = oracle_records(limit=count * size)
-    for prefix in ("sync", "dagster", "peruser"):
-        for n in range(count):
+    spawned_users = range(0, count, args.spawned_every)
+    users = {"sync": range(count), "warm": range(count), "spawned": spawned_users, "bucketed": range(count)}
+    for prefix, numbers in users.items():
+        for n in numbers:
             save_pairs(f"{prefix}-{n}", records[n * size:(n + 1) * size], database=database, embedder=embedder,
                        embed=False)
     started = time.perf_counter()
@@ -299,47 +329,67 @@ def throughput(args, admin_url: str, home: Path) -> dict:
         sync_user(f"sync-{n}", database=database, embedder=embedder, extractor=OfflineExtractor(),
                   refiner=OfflineRefiner())
     sync_s = time.perf_counter() - started
-    env = {**os.environ, "DAGSTER_HOME": str(home), "DREAMING_DATABASE_URL": url, "DREAMING_LLM_PROVIDER": "offline"}
-    os.environ["DAGSTER_HOME"] = str(home)
+    # The code server and the run workers read the deployment from the environment, as under `dreaming ui`.
+    os.environ.update({"DAGSTER_HOME": str(home), "DREAMING_DATABASE_URL": url, "DREAMING_LLM_PROVIDER": "offline"})
     import dagster as dg
 
+    from dreaming_dagster.defs.run_launcher import LocalRunLauncher
+
+    warm, spawning = LocalRunLauncher(warm_workers=True), LocalRunLauncher(warm_workers=False)
+    runs = {"warm": [], "spawned": [], "bucketed": []}
     with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions("users", [f"peruser-{n}" for n in range(count)])
-    started = time.perf_counter()
-    per_user = []
-    for n in range(count):
-        per_user.append(run_child(["--child-run", f"peruser-{n}"], env))
-        if (n + 1) % 20 == 0:
-            print(f"per-user runs: {n + 1}/{count} ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
-                  flush=True)
-    per_user_s = time.perf_counter() - started
-    bucketing.write_layout(database, args.buckets)
-    keys = sorted(bucketing.group_by_bucket([f"dagster-{n}" for n in range(count)], args.buckets))
-    started = time.perf_counter()
-    bucket_runs = [run_child(["--child-run", key], env) for key in keys]
-    dagster_s = time.perf_counter() - started
+        for launcher in (warm, spawning):
+            launcher.register_instance(instance)
+        instance.add_dynamic_partitions("users", [f"{prefix}-{n}" for prefix in ("warm", "spawned")
+                                                  for n in users[prefix]])
+        with code_location(instance) as workspace:
+            started = time.perf_counter()
+            # A run a user, one after another; every --spawned-every'th user also through the code server's new
+            # process (Dagster's default launcher), the two taking turns.
+            for n in range(count):
+                runs["warm"].append(launched_run(instance, workspace, warm, f"warm-{n}"))
+                if n in spawned_users:
+                    runs["spawned"].append(launched_run(instance, workspace, spawning, f"spawned-{n}"))
+                if (n + 1) % 20 == 0:
+                    print(f"per-user runs: {n + 1}/{count} ({time.perf_counter() - started:.0f} s)",
+                          file=sys.stderr, flush=True)
+        bucketing.write_layout(database, args.buckets)
+        keys = sorted(bucketing.group_by_bucket([f"bucketed-{n}" for n in range(count)], args.buckets))
+        with code_location(instance) as workspace:  # the code location of the bucket layout
+            started = time.perf_counter()
+            runs["bucketed"] = [launched_run(instance, workspace, warm, key) for key in keys]
+            bucket_s = time.perf_counter() - started
     bucketing.write_layout(database, 0)
     with database.connect(vectors=False) as conn:
         left = conn.execute("SELECT count(*) AS n FROM pair_stages WHERE kg_stored_at IS NULL").fetchone()["n"]
-    one_user_run = statistics.median(run["run_s"] for run in per_user)
     return {
         "users": count, "pairs_per_user": size, "buckets": args.buckets, "unlinked_pairs_after": left,
         "sync_user_s": round(sync_s, 1), "sync_user_users_per_s": round(count / sync_s, 2),
-        "bucket_runs": len(bucket_runs), "bucket_runs_s": round(dagster_s, 1),
-        "bucket_users_per_s": round(count / dagster_s, 2),
-        "bucket_vs_sync_user": round(sync_s / dagster_s, 3),
-        "bucket_run_s": [run["run_s"] for run in bucket_runs],
-        "bucket_run_event_rows_per_user": round(sum(run["event_rows"] for run in bucket_runs) / count, 2),
-        "per_user_runs_s": round(per_user_s, 1),
-        "per_user_users_per_s": round(count / per_user_s, 3),
-        "per_user_vs_sync_user": round(sync_s / per_user_s, 3),
-        "one_user_run_s_median": round(one_user_run, 2),
-        "one_user_steps_s_median": round(statistics.median(run["steps_s"] for run in per_user), 2),
-        "run_vs_steps_median": round(statistics.median(run["run_s"] / run["steps_s"] for run in per_user), 2),
-        "one_user_run_event_rows_median": statistics.median(run["event_rows"] for run in per_user),
         "one_user_sync_s": round(sync_s / count, 3),
-        "all_runs_succeeded": all(run["success"] for run in [*per_user, *bucket_runs]),
+        **per_user_figures(runs["warm"], sync_s / count, "per_user"),
+        **per_user_figures(runs["spawned"], sync_s / count, "spawned_per_user"),
+        "warm_vs_spawned_run_s_median": round(statistics.median(run["run_s"] for run in runs["spawned"])
+                                              / statistics.median(run["run_s"] for run in runs["warm"]), 2),
+        "bucket_runs": len(runs["bucketed"]), "bucket_runs_s": round(bucket_s, 1),
+        "bucket_users_per_s": round(count / bucket_s, 2), "bucket_vs_sync_user": round(sync_s / bucket_s, 3),
+        "bucket_run_s": [run["run_s"] for run in runs["bucketed"]],
+        "bucket_run_event_rows_per_user": round(sum(run["event_rows"] for run in runs["bucketed"]) / count, 2),
+        "all_runs_succeeded": all(run["success"] for variant in runs.values() for run in variant),
     }
+
+
+def per_user_figures(runs: list[dict], sync_s_per_user: float, name: str) -> dict:
+    """A run a user: users/s counting each run's creation and its launch to its end, against sync_user's."""
+    seconds = sum(run["create_s"] + run["run_s"] for run in runs)
+    return {f"{name}_runs": len(runs), f"{name}_users_per_s": round(len(runs) / seconds, 3),
+            f"{name}_vs_sync_user": round(sync_s_per_user * len(runs) / seconds, 3),
+            f"{name}_run_s_median": round(statistics.median(run["run_s"] for run in runs), 2),
+            f"{name}_create_s_median": round(statistics.median(run["create_s"] for run in runs), 3),
+            f"{name}_steps_s_median": round(statistics.median(run["steps_s"] for run in runs), 2),
+            f"{name}_run_vs_steps_median": round(statistics.median(run["run_s"] / run["steps_s"] for run in runs), 2),
+            f"{name}_step_s_medians": {step: round(statistics.median(run["steps"][step] for run in runs), 3)
+                                       for step in runs[0]["steps"]},
+            f"{name}_event_rows_median": statistics.median(run["event_rows"] for run in runs)}
 
 
 def main() -> None:
@@ -354,13 +404,10 @@ def main() -> None:
                         "committed file's sizes (the sensors' and the UI's figures)")
     parser.add_argument("--no-ui", dest="ui", action="store_false", help="skip the browser timings")
     parser.add_argument("--child-sensors", type=int, default=None)
-    parser.add_argument("--child-run", default=None)
+    parser.add_argument("--spawned-every", type=int, default=4, help="every n-th user is also dreamed by a run "
+                        "in a new process (Dagster's default launcher), taking turns with the warm workers")
     parser.add_argument("--url", default=None)
-    parser.add_argument("--started", type=float, default=None)
     args = parser.parse_args()
-    if args.child_run is not None:
-        print(json.dumps(child_run(args.child_run, args.started or time.time())))
-        return
     if args.child_sensors is not None:
         print(json.dumps(child_sensors(args.child_sensors, args.url, args.syncs)))
         return

@@ -88,9 +88,11 @@ def test_extraction_workers_bench(tmp_path, monkeypatch):
 
 def test_scale_bench_runs_a_user_a_run_and_times_its_steps(tmp_path):
     result = run_bench("scale", "--sizes", "", "--no-ui", "--throughput-users", "2", "--pairs-per-user", "2",
-                       "--buckets", "1", out=tmp_path / "r.json")
+                       "--buckets", "1", "--spawned-every", "2", out=tmp_path / "r.json")
     throughput = result["throughput"]
     assert throughput["all_runs_succeeded"] and throughput["unlinked_pairs_after"] == 0
-    assert throughput["per_user_vs_sync_user"] > 0 and throughput["one_user_steps_s_median"] > 0
-    # A run's wall time counts its process start and code load: never less than its steps.
-    assert throughput["run_vs_steps_median"] >= 1
+    assert throughput["per_user_runs"] == 2 and throughput["spawned_per_user_runs"] == 1
+    assert throughput["per_user_vs_sync_user"] > 0 and throughput["per_user_steps_s_median"] > 0
+    assert set(throughput["per_user_step_s_medians"]) >= {"memory_pairs", "subject_links", "refined_subjects"}
+    # A run's wall time counts its launch and its worker's start: never less than its steps.
+    assert throughput["per_user_run_vs_steps_median"] >= 1 and throughput["spawned_per_user_run_vs_steps_median"] >= 1

@@ -234,8 +234,16 @@ def test_dreaming_ui_stopped_while_the_daemon_launches_a_run_leaves_no_process(t
             return ""
 
     def run_worker_started() -> bool:
-        # The code server starts a run worker through multiprocessing (spawn_main).
-        return any("spawn_main" in command_line(found) for found in ours())
+        # The launcher forks a run's worker from its fork server (defs/run_workers.py).
+        found = ours()
+        servers = {process.pid for process in found if "multiprocessing.forkserver" in command_line(process)}
+        return any(parent(process) in servers for process in found if process.pid not in servers)
+
+    def parent(found: psutil.Process) -> int | None:
+        try:
+            return found.ppid()
+        except psutil.NoSuchProcess:
+            return None
 
     def runs(status: str) -> set[str]:  # read straight from the socket: this process must hold no server handle
         url = f"postgresql://postgres:@/dagster?host={data_dir / 'pgdata'}"

@@ -1,5 +1,10 @@
-"""The run launcher of a single-machine instance (`dreaming ui`, `make demo`): Dagster's default launcher, plus
-the one thing it lacks for run monitoring: telling whether a started run's worker process still exists.
+"""The run launcher of a single-machine instance (`dreaming ui`, `make demo`): Dagster's default launcher, with
+warm run workers, and the one thing it lacks for run monitoring: telling whether a run's worker still exists.
+
+Warm workers (``warm_workers: true``, the default): a run's process is forked from a server that has the code
+location and its libraries loaded (defs/run_workers.py) instead of started as a new interpreter by the code
+server. A run whose code is another interpreter's, or ``warm_workers: false``, goes through the code server
+as Dagster's default launcher does. Either way the UI's "Terminate" stops the run.
 
 Without that, a run whose worker died with the UI (Ctrl-C, a kill, a reboot) stays "Started" forever: it
 holds a run slot and its user's partition (one run a partition), and the sensors never ask for that user
@@ -11,18 +16,68 @@ machine only: configure it where the code servers run beside the daemon (deploy/
 
 from __future__ import annotations
 
+import os
+import signal
+
 import psutil
-from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher
-from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
+from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher, Field
+from dagster._core.launcher.base import CheckRunHealthResult, LaunchRunContext, WorkerStatus
+
+from dreaming_dagster.defs.run_workers import RunWorkers, can_fork_for
 
 WORKER_STARTED = "Started process for run"
 # A worker's process starts a moment before it reports its pid; a process younger than the report by more
 # than this holds a recycled pid.
 PID_REUSE_MARGIN_S = 5.0
+# Marks a run whose worker was forked here: it is stopped by a signal, not through the code server.
+FORKED_WORKER_TAG = "dreaming/forked_worker"
 
 
 class LocalRunLauncher(DefaultRunLauncher):
-    """:class:`dagster.DefaultRunLauncher` whose runs' workers the run monitoring daemon can check."""
+    """:class:`dagster.DefaultRunLauncher` that forks warm run workers, whose workers the run monitoring
+    daemon can check."""
+
+    def __init__(self, inst_data=None, warm_workers: bool = True):
+        super().__init__(inst_data=inst_data)
+        self.warm_workers = warm_workers
+        self._workers = RunWorkers() if warm_workers else None
+
+    @classmethod
+    def config_type(cls):
+        return {"warm_workers": Field(bool, default_value=True, is_required=False, description=(
+            "Fork each run's process from a server with the code location loaded (false: a new process "
+            "from the code server, Dagster's default)."))}
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):
+        return cls(inst_data=inst_data, **config_value)
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        run = context.dagster_run
+        if self._workers is None or not can_fork_for(run):
+            return super().launch_run(context)
+        location = context.workspace.get_code_location(
+            run.remote_job_origin.repository_origin.code_location_origin.location_name) if context.workspace else None
+        self._instance.add_run_tags(run.run_id, {FORKED_WORKER_TAG: "true"})
+        self._workers.start(self._instance, run, getattr(location, "server_id", None))
+        self._run_ids.add(run.run_id)
+
+    def terminate(self, run_id: str) -> bool:
+        run = self._instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            return False
+        if FORKED_WORKER_TAG not in run.tags:
+            return super().terminate(run_id)
+        self._instance.report_run_canceling(run)
+        started = worker_started(self._instance, run_id)
+        status = worker_status(*started)[0] if started else WorkerStatus.NOT_FOUND
+        if status != WorkerStatus.RUNNING:
+            self._instance.report_engine_event("the run's worker is not running: nothing to stop", run,
+                                               cls=self.__class__)
+            return False
+        # The worker turns SIGINT into Dagster's interrupt: the run stops between steps' writes, as canceled.
+        os.kill(started[0], signal.SIGINT)
+        return True
 
     @property
     def supports_check_run_worker_health(self) -> bool:

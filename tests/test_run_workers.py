@@ -1,0 +1,141 @@
+"""Warm run workers (defs/run_workers.py): the project's launcher forks each run's process from a server with
+the code location loaded, through a real code server's workspace as the daemon launches queued runs."""
+
+from __future__ import annotations
+
+import multiprocessing.forkserver
+import time
+from contextlib import contextmanager
+
+import dagster as dg
+import psutil
+import pytest
+from dagster._cli.job import _create_run
+from dagster._core.errors import DagsterLaunchFailedError, DagsterRunNotFoundError
+from dagster._core.launcher import LaunchRunContext
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import ModuleTarget
+
+from dreaming_dagster.defs.run_launcher import FORKED_WORKER_TAG, LocalRunLauncher, worker_started
+from dreaming_dagster.defs.run_workers import RunWorkers
+from dreaming_dagster.ingest.save import save_pairs
+from dreaming_dagster.pipeline import graph_reports
+from tests.conftest import PROJECT_ROOT, pair
+
+pytestmark = pytest.mark.slow  # a code server, a fork server and run workers
+
+USERS = ("alice", "bob", "carol", "dave")
+
+
+@contextmanager
+def workspace(instance):
+    """The project's code location served by a gRPC code server, as `dreaming ui` serves it."""
+    target = ModuleTarget(module_name="dreaming_dagster.definitions", attribute=None,
+                          working_directory=str(PROJECT_ROOT), location_name="dreaming_dagster")
+    with WorkspaceProcessContext(instance, target) as context:
+        yield context.create_request_context()
+
+
+def new_run(instance, request_context, user: str) -> dg.DagsterRun:
+    location = request_context.get_code_location("dreaming_dagster")
+    repository = next(iter(location.get_repositories().values()))
+    return _create_run(instance=instance, code_location=location, remote_repo=repository,
+                       remote_job=repository.get_full_job("dreaming_job"), run_config={},
+                       tags={"dagster/partition": user}, op_selection=None, run_id=None)
+
+
+def finished(instance, run_id: str, timeout: float = 240) -> dg.DagsterRun:
+    deadline = time.monotonic() + timeout
+    while not (run := instance.get_run_by_id(run_id)).is_finished:
+        assert time.monotonic() < deadline, f"run {run_id} still {run.status} after {timeout} s"
+        time.sleep(0.1)
+    return run
+
+
+def fork_server_pid() -> int | None:
+    return multiprocessing.forkserver._forkserver._forkserver_pid  # multiprocessing keeps no public handle
+
+
+@pytest.fixture
+def dreaming(cli_env, database, embedder16):
+    """Four users' pairs saved, not dreamed; the workers read this database (the environment at fork-server start)."""
+    cli_env.setenv("DREAMING_LLM_PROVIDER", "offline")
+    for user in USERS:
+        save_pairs(user, [pair(n, user_message=f"I restored an old bicycle with {user}, part {n}") for n in range(6)],
+                   database=database, embedder=embedder16, embed=False)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("users", list(USERS))
+        with workspace(instance) as request_context:
+            launcher = LocalRunLauncher(warm_workers=True)
+            launcher.register_instance(instance)
+            yield instance, request_context, launcher
+
+
+def test_runs_are_forked_from_one_warm_server_and_dream_only_their_user(dreaming, database):
+    instance, request_context, launcher = dreaming
+    pids = []
+    for user in ("alice", "bob"):
+        run = new_run(instance, request_context, user)
+        launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=request_context))
+        server = fork_server_pid()
+        assert finished(instance, run.run_id).status == dg.DagsterRunStatus.SUCCESS
+        assert instance.get_run_by_id(run.run_id).tags[FORKED_WORKER_TAG] == "true"
+        pids.append((worker_started(instance, run.run_id)[0], server))
+        assert graph_reports.graph_stats(database, user)["stored_pairs"] == 6
+    (first, first_server), (second, second_server) = pids
+    assert first != second and first_server == second_server  # a process a run, one warm server for both
+    assert graph_reports.graph_stats(database, "carol")["stored_pairs"] == 0  # nobody dreamed carol
+
+
+def test_terminate_stops_a_forked_run_as_canceled_and_its_process_ends(dreaming):
+    instance, request_context, launcher = dreaming
+    run = new_run(instance, request_context, "carol")
+    launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=request_context))
+    # Stopped once it runs its steps (stopped before, Dagster marks a run failed: its worker found it canceling).
+    while (current := instance.get_run_by_id(run.run_id)).status != dg.DagsterRunStatus.STARTED:
+        assert not current.is_finished
+        time.sleep(0.01)
+    pid = worker_started(instance, run.run_id)[0]
+    assert psutil.Process(pid).ppid() == fork_server_pid()
+    assert launcher.terminate(run.run_id)
+    assert finished(instance, run.run_id).status == dg.DagsterRunStatus.CANCELED
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the canceled run's worker is still running"
+        time.sleep(0.1)
+    assert not launcher.terminate(run.run_id)  # a finished run: nothing to stop
+
+
+def test_a_reloaded_code_location_gets_a_new_fork_server(dreaming):
+    """A new code server id (the location reloaded after a code change) starts the fork server again, so a
+    run never executes code older than its location; the same id keeps it."""
+    instance, request_context, _ = dreaming
+    workers, servers = RunWorkers(), []
+    for user, code_version in (("alice", "v1"), ("bob", "v1"), ("carol", "v2")):
+        run = new_run(instance, request_context, user)
+        workers.start(instance, run, code_version)
+        servers.append(fork_server_pid())
+        assert finished(instance, run.run_id).status == dg.DagsterRunStatus.SUCCESS
+    assert servers[0] == servers[1] != servers[2]
+    assert not psutil.pid_exists(servers[0]) or psutil.Process(servers[0]).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_run_its_worker_cannot_find_fails_its_launch(dreaming):
+    instance, request_context, launcher = dreaming
+    run = new_run(instance, request_context, "dave")
+    instance.delete_run(run.run_id)
+    with pytest.raises(DagsterRunNotFoundError, match=run.run_id):  # the launcher's own check
+        launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=request_context))
+    with pytest.raises(DagsterLaunchFailedError, match=run.run_id):  # the worker's, reported back to the launch
+        RunWorkers().start(instance, run, "v1")
+
+
+def test_without_warm_workers_the_code_server_starts_the_run(dreaming, database):
+    instance, request_context, _ = dreaming
+    launcher = LocalRunLauncher(warm_workers=False)
+    launcher.register_instance(instance)
+    run = new_run(instance, request_context, "dave")
+    launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=request_context))
+    assert finished(instance, run.run_id).status == dg.DagsterRunStatus.SUCCESS
+    assert FORKED_WORKER_TAG not in instance.get_run_by_id(run.run_id).tags
+    assert graph_reports.graph_stats(database, "dave")["stored_pairs"] == 6
