@@ -60,9 +60,10 @@ def fork_server_pid() -> int | None:
 def dreaming(cli_env, database, embedder16):
     """Four users' pairs saved, not dreamed; the workers read this database (the environment at fork-server start)."""
     cli_env.setenv("DREAMING_LLM_PROVIDER", "offline")
-    for user in USERS:
-        save_pairs(user, [pair(n, user_message=f"I restored an old bicycle with {user}, part {n}") for n in range(6)],
-                   database=database, embedder=embedder16, embed=False)
+    for user in USERS:  # carol's run is the one stopped: long enough to be stopped mid-way
+        save_pairs(user, [pair(n, user_message=f"I restored an old bicycle with {user}, part {n}")
+                          for n in range(80 if user == "carol" else 6)], database=database, embedder=embedder16,
+                   embed=False)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("users", list(USERS))
         with workspace(instance) as request_context:
@@ -98,7 +99,10 @@ def test_terminate_stops_a_forked_run_as_canceled_and_its_process_ends(dreaming)
     pid = worker_started(instance, run.run_id)[0]
     assert psutil.Process(pid).ppid() == fork_server_pid()
     assert launcher.terminate(run.run_id)
-    assert finished(instance, run.run_id).status == dg.DagsterRunStatus.CANCELED
+    ended = finished(instance, run.run_id)
+    assert ended.status == dg.DagsterRunStatus.CANCELED, [
+        record.message for record in instance.all_logs(run.run_id) if record.dagster_event is None
+        or record.dagster_event.event_type_value in ("ENGINE_EVENT", "RUN_FAILURE", "STEP_FAILURE")]
     deadline = time.monotonic() + 30
     while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "the canceled run's worker is still running"

@@ -47,7 +47,7 @@ class RunWorkers:
         self._context = multiprocessing.get_context("forkserver")
         self._code_version: str | None = None
         self._preloaded = False
-        self._running: list[BaseProcess] = []
+        self._running: list[tuple[BaseProcess, object]] = []
 
     def start(self, instance: DagsterInstance, run: DagsterRun, code_version: str | None) -> int:
         """Fork ``run``'s worker and return its pid once it has found its run (raises DagsterLaunchFailedError
@@ -59,11 +59,14 @@ class RunWorkers:
             arguments = serialize_value(ExecuteExternalJobArgs(
                 job_origin=run.remote_job_origin, run_id=run.run_id, instance_ref=instance.get_ref()))
             started, report = self._context.Pipe(duplex=False)
+            # An event never set stands in for the code server's termination event (the launcher sends SIGINT).
+            # Made and held here until the worker ends: its semaphore is removed when this process lets go of it.
+            never_set = self._context.Event()
             worker = self._context.Process(target=run_worker, name=f"dagster-run-{run.run_id}", args=(
-                arguments, recon_job_from_origin(run.job_code_origin), report))
+                arguments, recon_job_from_origin(run.job_code_origin), report, never_set))
             worker.start()
             report.close()
-            self._running.append(worker)
+            self._running.append((worker, never_set))
         return wait_for_start(worker, started, run.run_id)
 
     def _restart(self, code_version: str | None) -> None:
@@ -74,9 +77,9 @@ class RunWorkers:
 
     def _forget_finished(self) -> None:
         still = []
-        for worker in self._running:
+        for worker, never_set in self._running:
             if worker.is_alive():
-                still.append(worker)
+                still.append((worker, never_set))
             else:
                 worker.close()
         self._running = still
@@ -101,7 +104,7 @@ def wait_for_start(worker: BaseProcess, started, run_id: str) -> int:
     return worker.pid
 
 
-def run_worker(arguments: str, recon_job, report) -> None:
+def run_worker(arguments: str, recon_job, report, never_set) -> None:
     """A forked worker's body: execute the run in this process; its first status goes to the launcher."""
 
     def first_status(message) -> None:
@@ -109,7 +112,6 @@ def run_worker(arguments: str, recon_job, report) -> None:
             report.send(message)
             report.close()
 
-    # An event never set stands in for the code server's termination event: the launcher sends SIGINT.
     with capture_interrupts():
-        _run_in_subprocess(arguments, recon_job, multiprocessing.Event(), subprocess_status_handler=first_status,
+        _run_in_subprocess(arguments, recon_job, never_set, subprocess_status_handler=first_status,
                            run_event_handler=lambda event: None)
