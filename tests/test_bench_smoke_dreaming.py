@@ -17,6 +17,18 @@ def test_ingest_bench(tmp_path):
     assert result["ingest_embed"]["pairs_per_s"] > 0 and result["ingest_only"]["pairs_per_s"] > 0
 
 
+def test_embedding_quantization_bench(tmp_path):
+    result = run_bench("embedding_quantization", "--pairs", "3", "--runs", "2", "--dev-questions", "2",
+                       out=tmp_path / "r.json", remember_vectors=False)
+    for texts in result["speed"].values():
+        assert texts["texts"] > 0 and texts["int8_speedup"] > 0 and 0.5 < texts["cosine_to_fp32"]["p50"] <= 1.0001
+    assert set(result["dev_quality"]) == {"longmemeval_oracle_dev", "locomo_dev"}
+    for split in result["dev_quality"].values():
+        assert split["questions"] == 2
+        assert set(split["cosine_ndcg_at_10"]) == {"fp32", "int8", "fp32_pairs_int8_questions"}
+        assert all(0 <= ndcg <= 1 for ndcg in split["cosine_ndcg_at_10"].values())
+
+
 def test_embedding_batches_bench(tmp_path):
     result = run_bench("embedding_batches", "--pairs", "2", "--bulk-pairs", "3", "--runs", "1", out=tmp_path / "r.json",
                        remember_vectors=False)
