@@ -39,7 +39,6 @@ class LocalRunLauncher(DefaultRunLauncher):
 
     def __init__(self, inst_data=None, warm_workers: bool = True):
         super().__init__(inst_data=inst_data)
-        self.warm_workers = warm_workers
         self._workers = RunWorkers() if warm_workers else None
 
     @classmethod
