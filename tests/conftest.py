@@ -232,8 +232,7 @@ def embedder16(openai_stub) -> OpenAICompatibleEmbedder:
     return stub_embedder(openai_stub, 16)
 
 
-@pytest.fixture
-def clean_env(monkeypatch):
+def clear_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Remove every DREAMING_*/DAGSTER_HOME variable so settings come from the test alone."""
     for name in list(os.environ):
         if name.startswith("DREAMING_") or name == "DAGSTER_HOME":
@@ -241,6 +240,25 @@ def clean_env(monkeypatch):
     from dreaming_dagster.config.runtime import reset_defaults
 
     reset_defaults()
+
+
+def point_cli_at(monkeypatch: pytest.MonkeyPatch, database_url: str, templates: MigratedTemplates,
+                 stub: OpenAIStub) -> None:
+    """The CLI's settings: ``database_url`` (migrated for the stub's model) and the stub's 16-d embeddings."""
+    ScratchDatabase(database_url, templates).ensure_schema(EmbeddingSpec("stub-embed-16", 16))
+    monkeypatch.setenv("DREAMING_DATABASE_URL", database_url)
+    monkeypatch.setenv("DREAMING_EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("DREAMING_EMBEDDING_MODEL", "stub-embed-16")
+    monkeypatch.setenv("DREAMING_EMBEDDING_DIMENSIONS", "16")
+    monkeypatch.setenv("DREAMING_EMBEDDING_BASE_URL", stub.base_url)
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """Settings from the test alone (:func:`clear_settings`), the defaults reset after it."""
+    from dreaming_dagster.config.runtime import reset_defaults
+
+    clear_settings(monkeypatch)
     yield monkeypatch
     reset_defaults()
 
@@ -249,12 +267,7 @@ def clean_env(monkeypatch):
 def cli_env(clean_env, database_url, migrated_templates, openai_stub):
     """The CLI's settings: the test's scratch database (migrated for the stub's model) and the stub's 16-d
     embeddings."""
-    ScratchDatabase(database_url, migrated_templates).ensure_schema(EmbeddingSpec("stub-embed-16", 16))
-    clean_env.setenv("DREAMING_DATABASE_URL", database_url)
-    clean_env.setenv("DREAMING_EMBEDDING_PROVIDER", "openai")
-    clean_env.setenv("DREAMING_EMBEDDING_MODEL", "stub-embed-16")
-    clean_env.setenv("DREAMING_EMBEDDING_DIMENSIONS", "16")
-    clean_env.setenv("DREAMING_EMBEDDING_BASE_URL", openai_stub.base_url)
+    point_cli_at(clean_env, database_url, migrated_templates, openai_stub)
     return clean_env
 
 

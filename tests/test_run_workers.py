@@ -20,7 +20,8 @@ from dreaming_dagster.defs.run_launcher import FORKED_WORKER_TAG, LocalRunLaunch
 from dreaming_dagster.defs.run_workers import RunWorkers
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.pipeline import graph_reports
-from tests.conftest import PROJECT_ROOT, pair
+from dreaming_dagster.storage import embedded
+from tests.conftest import PROJECT_ROOT, ScratchDatabase, clear_settings, pair, point_cli_at, stub_embedder
 
 pytestmark = pytest.mark.slow  # a code server, a fork server and run workers
 
@@ -56,24 +57,34 @@ def fork_server_pid() -> int | None:
     return multiprocessing.forkserver._forkserver._forkserver_pid  # multiprocessing keeps no public handle
 
 
-@pytest.fixture
-def dreaming(cli_env, database, embedder16):
-    """Four users' pairs saved, not dreamed; the workers read this database (the environment at fork-server start)."""
-    cli_env.setenv("DREAMING_LLM_PROVIDER", "offline")
-    for user in USERS:  # carol's run is the one stopped: long enough to be stopped mid-way
-        save_pairs(user, [pair(n, user_message=f"I restored an old bicycle with {user}, part {n}")
-                          for n in range(80 if user == "carol" else 6)], database=database, embedder=embedder16,
-                   embed=False)
-    with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("users", list(USERS))
-        with workspace(instance) as request_context:
-            launcher = LocalRunLauncher(warm_workers=True)
-            launcher.register_instance(instance)
-            yield instance, request_context, launcher
+@pytest.fixture(scope="module")
+def dreaming(pg_admin_url, migrated_templates, openai_stub_server):
+    """Four users' pairs saved, not dreamed, in one database, instance and code server for the module (each
+    test dreams users the ones before it left alone, or ones already dreamed); the workers read this database
+    (the environment at fork-server start)."""
+    from dreaming_dagster.config.runtime import reset_defaults
+
+    url = embedded.fresh_database_url(pg_admin_url, "t")
+    database = ScratchDatabase(url, migrated_templates)
+    with pytest.MonkeyPatch.context() as env:
+        clear_settings(env)
+        point_cli_at(env, url, migrated_templates, openai_stub_server)
+        env.setenv("DREAMING_LLM_PROVIDER", "offline")
+        for user in USERS:  # carol's run is the one stopped: long enough to be stopped mid-way
+            save_pairs(user, [pair(n, user_message=f"I restored an old bicycle with {user}, part {n}")
+                              for n in range(80 if user == "carol" else 6)], database=database,
+                       embedder=stub_embedder(openai_stub_server, 16), embed=False)
+        with dg.instance_for_test() as instance:
+            instance.add_dynamic_partitions("users", list(USERS))
+            with workspace(instance) as request_context:
+                launcher = LocalRunLauncher(warm_workers=True)
+                launcher.register_instance(instance)
+                yield instance, request_context, launcher, database
+    reset_defaults()
 
 
-def test_runs_are_forked_from_one_warm_server_and_dream_only_their_user(dreaming, database):
-    instance, request_context, launcher = dreaming
+def test_runs_are_forked_from_one_warm_server_and_dream_only_their_user(dreaming):
+    instance, request_context, launcher, database = dreaming
     pids = []
     for user in ("alice", "bob"):
         run = new_run(instance, request_context, user)
@@ -89,7 +100,7 @@ def test_runs_are_forked_from_one_warm_server_and_dream_only_their_user(dreaming
 
 
 def test_terminate_stops_a_forked_run_as_canceled_and_its_process_ends(dreaming):
-    instance, request_context, launcher = dreaming
+    instance, request_context, launcher, _ = dreaming
     run = new_run(instance, request_context, "carol")
     launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=request_context))
     # Stopped once it runs its steps (stopped before, Dagster marks a run failed: its worker found it canceling).
@@ -113,7 +124,7 @@ def test_terminate_stops_a_forked_run_as_canceled_and_its_process_ends(dreaming)
 def test_a_reloaded_code_location_gets_a_new_fork_server(dreaming):
     """A new code server id (the location reloaded after a code change) starts the fork server again, so a
     run never executes code older than its location; the same id keeps it."""
-    instance, request_context, _ = dreaming
+    instance, request_context, _, _ = dreaming
     workers, servers = RunWorkers(), []
     for user, code_version in (("alice", "v1"), ("bob", "v1"), ("carol", "v2")):
         run = new_run(instance, request_context, user)
@@ -125,7 +136,7 @@ def test_a_reloaded_code_location_gets_a_new_fork_server(dreaming):
 
 
 def test_a_run_its_worker_cannot_find_fails_its_launch(dreaming):
-    instance, request_context, launcher = dreaming
+    instance, request_context, launcher, _ = dreaming
     run = new_run(instance, request_context, "dave")
     instance.delete_run(run.run_id)
     with pytest.raises(DagsterRunNotFoundError, match=run.run_id):  # the launcher's own check
@@ -134,8 +145,8 @@ def test_a_run_its_worker_cannot_find_fails_its_launch(dreaming):
         RunWorkers().start(instance, run, "v1")
 
 
-def test_without_warm_workers_the_code_server_starts_the_run(dreaming, database):
-    instance, request_context, _ = dreaming
+def test_without_warm_workers_the_code_server_starts_the_run(dreaming):
+    instance, request_context, _, database = dreaming
     launcher = LocalRunLauncher(warm_workers=False)
     launcher.register_instance(instance)
     run = new_run(instance, request_context, "dave")

@@ -73,7 +73,7 @@ def serve_ui(data_dir: Path, env: dict):
             pass
         assert server.poll() is None, (data_dir / "dg-dev.log").read_text()[-3000:]
         assert time.time() < deadline, "the UI did not come up in 180 s"
-        time.sleep(2)
+        time.sleep(0.5)
     yield base
     os.killpg(server.pid, signal.SIGTERM)  # dreaming exec forwards it to dg dev, then stops the server
     server.wait(timeout=60)
