@@ -23,7 +23,8 @@ from dreaming_dagster.retrieval.recaller import (
     composite_rows,
 )
 from dreaming_dagster.retrieval.signals import SIGNAL_NAMES
-from tests.conftest import PROJECT_ROOT
+from dreaming_dagster.storage import embedded
+from tests.conftest import PROJECT_ROOT, ScratchDatabase
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, build_user, text_vector
 
 REFERENCE = (PROJECT_ROOT / "tests" / "data" / "composite_ranking_reference.sql").read_text()
@@ -35,8 +36,10 @@ QUESTIONS = ["what did I say about hiking", "my sister's birthday party", "the c
              "what did we talk about two weeks ago", "which came first, the piano lessons or the garden?", "x"]
 
 
-@pytest.fixture
-def memory(database):
+@pytest.fixture(scope="module")
+def memory(pg_admin_url, migrated_templates):
+    """Read by every case, written by none: built once for the module."""
+    database = ScratchDatabase(embedded.fresh_database_url(pg_admin_url, "t"), migrated_templates)
     database.ensure_schema(HashEmbedder.spec)
     build_user(database, "alice", pairs=80, subjects=12, seed=11)
     build_user(database, "bob", pairs=30, subjects=6, seed=12)
