@@ -65,7 +65,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-embedding-batches bench-embedding-quantization bench-dreaming bench-time bench-time-finding bench-extraction-workers bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability bench-service-faults bench-forget bench-graph bench-compact-pass bench-serve bench-scale bench-llm-local
+bench: bench-ingest bench-embedding-batches bench-embedding-quantization bench-key-vectors bench-dreaming bench-time bench-time-finding bench-extraction-workers bench-sensor bench-stages bench-recall bench-longmemeval bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability bench-service-faults bench-forget bench-graph bench-compact-pass bench-serve bench-scale bench-llm-local
 	$(BIN)/python bench/report.py
 
 

@@ -29,6 +29,22 @@ def test_embedding_quantization_bench(tmp_path):
         assert all(0 <= ndcg <= 1 for ndcg in split["cosine_ndcg_at_10"].values())
 
 
+def test_key_vectors_bench(tmp_path):
+    result = run_bench("key_vectors", "--pairs", "6", "--runs", "2", "--dev-questions", "2", out=tmp_path / "r.json",
+                       remember_vectors=False)
+    speed = result["speed"]
+    assert speed["pairs"] == 6 and speed["statement_keys"] > 0
+    assert all(ms > 0 for ms in speed["ms_per_pair"].values())  # a difference of two timings may be below 0 here
+    assert isinstance(speed["pooled_keys_cost_vs_today"], float) and speed["int8_keys_cost_vs_today"] > 0
+    assert set(result["dev_quality"]) == {"longmemeval_oracle_dev", "locomo_dev", "statement_keys", "outside_window"}
+    for split in ("longmemeval_oracle_dev", "locomo_dev"):
+        assert result["dev_quality"][split]["questions"] == 2
+        assert set(result["dev_quality"][split]["cosine_ndcg_at_10"]) == {
+            "no_keys", "own_key_vectors", "pooled_key_vectors", "int8_key_vectors"}
+    # A pooled vector is a unit vector near, not equal to, the key's own.
+    assert -1 <= result["pooled_to_own_cosine"]["p10"] <= result["pooled_to_own_cosine"]["p50"] < 0.99999
+
+
 def test_embedding_batches_bench(tmp_path):
     result = run_bench("embedding_batches", "--pairs", "2", "--bulk-pairs", "3", "--runs", "1", out=tmp_path / "r.json",
                        remember_vectors=False)

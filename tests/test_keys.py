@@ -17,6 +17,7 @@ from dreaming_dagster.extraction.keys import (
     event_keys,
     has_own_vector,
     pair_keys,
+    statement_sentences,
     user_statements,
 )
 from dreaming_dagster.ingest.save import save_validated_pairs
@@ -48,6 +49,14 @@ def test_statements_are_the_sentences_where_the_user_speaks_of_themselves():
     many = " ".join(f"I love item number {i}." for i in range(20)) + " I love item number 0."
     assert len(user_statements(many)) == MAX_STATEMENTS  # capped, each once
     assert user_statements(TALK) == user_statements(TALK)  # deterministic
+
+
+def test_a_statement_is_found_with_the_characters_of_its_sentence():
+    said = "Hello there. I usually take the 7:15 train to work. What time is it? My sister Rachel  lives in Oslo."
+    (start, end, text), (second_start, second_end, second) = statement_sentences(said)
+    assert said[start:end] == text == "I usually take the 7:15 train to work."
+    assert said[second_start:second_end] == "My sister Rachel  lives in Oslo." and second == "My sister Rachel lives in Oslo."
+    assert [found for *_, found in statement_sentences(TALK)] == user_statements(TALK)
 
 
 def test_event_keys_carry_the_day_the_dating_stage_resolved():

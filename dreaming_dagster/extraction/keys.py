@@ -81,22 +81,28 @@ def _clean(text: str) -> str:
     return " ".join(text.split())[:MAX_KEY_CHARS]
 
 
-def user_statements(user_message: str) -> list[str]:
-    """The sentences of the user's turn in which the user speaks of themselves (at most MAX_STATEMENTS, in
-    order, each once)."""
+def statement_sentences(user_message: str) -> list[tuple[int, int, str]]:
+    """The sentences of the user's turn in which the user speaks of themselves, as (first character, end
+    character, key text): at most MAX_STATEMENTS, in order, each text once."""
     if not user_message or not user_message.strip():
         return []
     nlp, matcher = _statement_finder()
     doc = nlp(user_message)
-    found: list[str] = []
+    found: dict[str, tuple[int, int, str]] = {}
     # The patterns are matched over the whole text once; a match's sentence is its first token's.
     for start in sorted({doc[start].sent.start for _, start, _ in matcher(doc)}):
-        text = _clean(doc[start].sent.text)
+        sentence = doc[start].sent
+        text = _clean(sentence.text)
         if text and text not in found:
-            found.append(text)
+            found[text] = (sentence.start_char, sentence.end_char, text)
             if len(found) == MAX_STATEMENTS:
                 break
-    return found
+    return list(found.values())
+
+
+def user_statements(user_message: str) -> list[str]:
+    """The key texts of :func:`statement_sentences`."""
+    return [text for _, _, text in statement_sentences(user_message)]
 
 
 def _sentence_around(text: str, start: int) -> str:
