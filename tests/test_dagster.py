@@ -195,6 +195,17 @@ def test_dagster_validation_commands_pass(command, database_url, tmp_path):
     assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
+@pytest.mark.slow  # a fresh process
+def test_loading_the_code_location_imports_no_model_library():
+    """A code server, `dg check defs` and every CLI command that builds the definitions load them; torch,
+    spaCy and ONNX Runtime are for the steps (and the warm run workers' preload), seconds a process."""
+    code = ("import sys; from dreaming_dagster.definitions import defs; defs(); "
+            "print(sorted({'torch', 'spacy', 'onnxruntime', 'transformers'} & set(sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+
+
 def test_dreaming_job_and_rebuild_over_a_partition(database, resources, embedder16, loaded):
     save_pairs("alice", [pair(i, user_message=f"I visited Lisbon with my sister Dana last Saturday, trip {i}")
                          for i in range(6)], database=database, embedder=embedder16, embed=False)

@@ -24,7 +24,6 @@ from dreaming_dagster.defs.training.config import (
 )
 from dreaming_dagster.hubs import HubRule
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
-from dreaming_dagster.retrieval.recaller import GraphSide, TimeSide
 from dreaming_dagster.training.workspace import RankerWorkspace
 
 
@@ -171,6 +170,7 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
     the user's profile as the question saw it; two parquet tables in <data_dir>/ranker/."""
     import pandas as pd
 
+    from dreaming_dagster.retrieval.recaller import GraphSide, TimeSide
     from dreaming_dagster.training.memory import MemoryManifest
     from dreaming_dagster.training.pools import Pools, build_pools
     from dreaming_dagster.training.variants import LOCOMO_MEMORY, ORACLE_MEMORY, S_MEMORY
