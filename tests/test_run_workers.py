@@ -121,11 +121,18 @@ def test_terminate_stops_a_forked_run_as_canceled_and_its_process_ends(dreaming)
     assert not launcher.terminate(run.run_id)  # a finished run: nothing to stop
 
 
-def test_a_reloaded_code_location_gets_a_new_fork_server(dreaming):
+@pytest.fixture(scope="module")
+def workers() -> RunWorkers:
+    """Workers apart from the launcher's, shared by the tests that start them directly (a fork server's
+    start imports everything: seconds)."""
+    return RunWorkers()
+
+
+def test_a_reloaded_code_location_gets_a_new_fork_server(dreaming, workers):
     """A new code server id (the location reloaded after a code change) starts the fork server again, so a
     run never executes code older than its location; the same id keeps it."""
     instance, request_context, _, _ = dreaming
-    workers, servers = RunWorkers(), []
+    servers = []
     for user, code_version in (("alice", "v1"), ("bob", "v1"), ("carol", "v2")):
         run = new_run(instance, request_context, user)
         workers.start(instance, run, code_version)
@@ -135,14 +142,14 @@ def test_a_reloaded_code_location_gets_a_new_fork_server(dreaming):
     assert not psutil.pid_exists(servers[0]) or psutil.Process(servers[0]).status() == psutil.STATUS_ZOMBIE
 
 
-def test_a_run_its_worker_cannot_find_fails_its_launch(dreaming):
+def test_a_run_its_worker_cannot_find_fails_its_launch(dreaming, workers):
     instance, request_context, launcher, _ = dreaming
     run = new_run(instance, request_context, "dave")
     instance.delete_run(run.run_id)
     with pytest.raises(DagsterRunNotFoundError, match=run.run_id):  # the launcher's own check
         launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=request_context))
     with pytest.raises(DagsterLaunchFailedError, match=run.run_id):  # the worker's, reported back to the launch
-        RunWorkers().start(instance, run, "v1")
+        workers.start(instance, run, "v2")
 
 
 def test_without_warm_workers_the_code_server_starts_the_run(dreaming):
