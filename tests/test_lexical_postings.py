@@ -20,7 +20,7 @@ from dreaming_dagster.retrieval.recaller import Recaller, composite_rows
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
 from tests.retrieval_fixtures import EPOCH, HashEmbedder, text_vector
-from tests.test_lexical import QUERIES, exact_top, zipf_pairs
+from tests.test_lexical import QUERIES, exact_top, stored_index, zipf_pairs
 
 MB = 2**20
 
@@ -62,11 +62,13 @@ def test_the_cached_pool_is_the_statements_pool_through_saves_resorts_and_delete
     pairs = zipf_pairs(700, seed=11)
     for chunk in range(7):  # tails appended across statements, words re-sorted on the way
         save(database, "gil", pairs[chunk * 100:][:100])
+        index = stored_index(database, "gil")
         for query in QUERIES:
             for k in (1, 10, 40):
                 served = ranked(database, "gil", query, k, cache)
                 assert served == ranked(database, "gil", query, k, None), (chunk, query, k)
-                assert lexical_scores(served) == pytest.approx(exact_top(database, "gil", query, k), rel=1e-9)
+                assert lexical_scores(served) == pytest.approx(exact_top(database, "gil", query, k, index=index),
+                                                               rel=1e-9)
     # Nothing changed: nothing is read again.
     fetched = cache.fetched_blocks
     for query in QUERIES:
@@ -81,10 +83,11 @@ def test_the_cached_pool_is_the_statements_pool_through_saves_resorts_and_delete
     # Deletes reach into sorted blocks.
     with database.connect() as conn:
         conn.execute("DELETE FROM memory_pairs WHERE user_id = 'gil' AND turn_index % 7 = 3")
+    index = stored_index(database, "gil")
     for query in QUERIES:
         assert ranked(database, "gil", query, 25, cache) == ranked(database, "gil", query, 25, None)
         assert lexical_scores(ranked(database, "gil", query, 25, cache)) == pytest.approx(
-            exact_top(database, "gil", query, 25), rel=1e-9)
+            exact_top(database, "gil", query, 25, index=index), rel=1e-9)
 
 
 def test_a_cache_smaller_than_a_query_stays_exact_and_within_its_budget(database):
