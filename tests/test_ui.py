@@ -103,7 +103,7 @@ def bucket_ui(tmp_path_factory):
     dreaming = str(BIN / "dreaming")
     subprocess.run([dreaming, "dagster", "partitioning", "--buckets", "4"], cwd=PROJECT_ROOT, env=env, check=True,
                    capture_output=True, timeout=300)
-    subprocess.run([dreaming, "demo", "--users", "2", "--questions-per-user", "2"], cwd=PROJECT_ROOT, env=env,
+    subprocess.run([dreaming, "demo", "--users", "2", "--questions-per-user", "1"], cwd=PROJECT_ROOT, env=env,
                    check=True, capture_output=True, timeout=600)
     yield from serve_ui(data_dir, env)
 
