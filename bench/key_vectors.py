@@ -38,7 +38,7 @@ from common import (  # first: puts the project on the import path
     machine,
     oracle_records,
 )
-from embedding_quantization import dev_questions, quantized, question_pairs
+from embedding_quantization import dev_questions, quantized, question_pairs, timed
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import (
@@ -129,12 +129,8 @@ def pass_with_keys(encoder: OnnxSentenceEncoder, pairs: Sequence[tuple[str, str]
 
 
 def encode_alone(encoder: OnnxSentenceEncoder, texts: Sequence[str]) -> np.ndarray:
-    if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
-    vectors = np.zeros((len(texts), 384), dtype=np.float32)
-    for batch in padding_bounded_batches(encoder.token_counts(texts), 64, max_tokens=ONNX_BATCH_TOKENS):
-        vectors[batch] = encoder.encode([texts[i] for i in batch])
-    return vectors
+    """Each text's vector, in length batches as the embedder makes them."""
+    return timed(encoder, list(texts))[1] if texts else np.zeros((0, 384), dtype=np.float32)
 
 
 def turns_only(encoder: OnnxSentenceEncoder, pairs: Sequence[tuple[str, str]]) -> None:
