@@ -68,9 +68,12 @@ def dreamed(database, embedder, user_id: str, records: list[dict], kg_id: str = 
 
 
 def rankings(recaller: Recaller, user_id: str, kg_id: str = "default") -> list[list[str]]:
+    """The pairs each question recalls, its query not remembered: a remembered query moves the user's profile
+    and so the ranker's weights, which can swap two close pairs when the rankings are repeated."""
     questions = ["who bakes bread with me?", "where did we drive?", "what did the dog chew?", "which book?",
                  "how do I commute?", f"where is {CANARY} now?"]
-    return [[m.pair_id for m in recaller.recall(user_id, q, 10, kg_id=kg_id).memories] for q in questions]
+    return [[m.pair_id for m in recaller.recall(user_id, q, 10, kg_id=kg_id, remember_query=False).memories]
+            for q in questions]
 
 
 def cached_texts() -> set[str]:
