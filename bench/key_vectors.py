@@ -12,13 +12,16 @@ embedded alone, as today (counted as ``outside_window``). Event keys (dated sent
 they need the dating stage, which runs after the embedding stage.
 
 - speed, on --pairs oracle pairs, the ways taking turns run by run (--runs; median), ms a pair: the pair's two
-  turns as the embedding stage encodes them (``turns``); the same pass also pooling the statement keys'
-  vectors (``turns_pooling_keys``); finding the statement sentences (``finding``, spaCy's matcher, which
-  both ways need); the key sentences encoded on their own (``key_sentences``, today's keying stage);
+  turns as the embedding stage encodes them (``turns``); the same pass also finding the statement keys and
+  pooling their vectors (``turns_pooling_keys``); finding the statement sentences alone (``finding``,
+  spaCy's matcher); the key sentences encoded on their own (``key_sentences``, today's keying stage) and
+  through the int8 graph (``key_sentences_int8``);
 - closeness: each key's cosine between its pooled and its own vector;
 - quality: cosine-only NDCG@10 on the dev splits (LongMemEval oracle dev; LoCoMo dev, conv-30), a pair
   scored by the best cosine of its two turns and its statement keys, as recall draws candidates by any of
-  them: without keys, with today's key vectors, with pooled ones. --dev-questions N keeps N questions of each.
+  them: without keys, with today's key vectors, with pooled ones, with the keys alone through the int8 graph
+  (bench/embedding_quantization.py). --dev-questions N keeps N questions of each. The `_S` haystacks' dev
+  questions (~500 pairs each) are not embedded here.
 Results: bench/results/key_vectors.json.
 """
 
@@ -113,7 +116,6 @@ def pass_with_keys(encoder: OnnxSentenceEncoder, pairs: Sequence[tuple[str, str]
                 found[pair_index]["pooled"] = pooled[position]
     for pair in found:
         pair.setdefault("reply", pair["user"])
-    for pair in found:
         pair["outside_window"] = sum(vector is None for vector in pair["pooled"])
     # Today's vectors of every key (own_key_vectors), or of the keys past the window only.
     wanted = [(pair, k) for pair in found for k, vector in enumerate(pair["pooled"])
@@ -159,7 +161,7 @@ def speed(encoder: OnnxSentenceEncoder, int8: OnnxSentenceEncoder, count: int, r
             seconds[way].append(time.perf_counter() - started)
     ms = {way: round(1000 * statistics.median(values) / len(pairs), 3) for way, values in seconds.items()}
     today = ms["finding"] + ms["key_sentences"]
-    pooled = ms["finding"] + ms["turns_pooling_keys"] - ms["turns"]
+    pooled = ms["turns_pooling_keys"] - ms["turns"]  # that pass finds the keys itself
     int8 = ms["finding"] + ms["key_sentences_int8"]
     return {"pairs": len(pairs), "statement_keys": len(keys), "ms_per_pair": ms,
             "keys_ms_per_pair": {"today": round(today, 3), "pooled": round(pooled, 3), "int8": round(int8, 3)},
