@@ -14,11 +14,12 @@ instance:
 - for each partitioning, the Dagster webserver (no daemon) on that memory and instance: Chromium's time until the asset catalog and
   the partition view of ``subjects`` render, and the GraphQL call listing the asset's partitions.
 Then the run overhead (``--throughput-users`` users of ``--pairs-per-user`` real pairs, local model,
-offline extractor): ``sync_user`` over them in one process against the same pairs of as many other users
-dreamed by ``dreaming_job`` runs, created and launched as the daemon launches queued runs (a code server
-serving the code location, the project's launcher): a run a user one after another from warm run workers (each
-run's launch to its end, against its steps' time), every ``--spawned-every``'th user also by a run in a new
-process as Dagster's default launcher starts it (the two taking turns), and a run a bucket.
+offline extractor), a user at a time, the ways taking turns: ``sync_user`` in this process (with the
+Python API's connection pool) and a ``dreaming_job`` run from the warm run workers, created and launched as
+the daemon launches queued runs (a code server serving the code location, the project's launcher and
+dagster.yaml's storage; each run's launch to its end, against its steps' time); every ``--spawned-every``'th
+user also a run in a new process as Dagster's default launcher starts it, and a warm run on dagster-postgres'
+own storage (a connection a statement). Then a run a bucket.
 ``--keep-sizes`` measures only that and keeps the committed sizes. Results: bench/results/scale.json.
 """
 
@@ -48,14 +49,22 @@ HERE = Path(__file__).resolve()
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def _dagster_home(folder: Path, pgdata: Path) -> Path:
-    """A Dagster home whose storage is the ``dagster`` database of the bench's server (as a deployment's is)."""
+def _dagster_home(folder: Path, pgdata: Path, *, storage: str = "project") -> Path:
+    """A Dagster home whose storage is the ``dagster`` database of the bench's server (as a deployment's is):
+    ``storage`` "project" is the project's dagster.yaml's (connections kept per process), "dagster-postgres"
+    dagster-postgres' own (a connection a statement)."""
+    import yaml
+
     from dreaming_dagster.storage import embedded
 
     url = embedded.dagster_storage_url(pgdata)
+    if storage == "project":
+        block = yaml.safe_load((HERE.parents[1] / "dagster.yaml").read_text())["storage"]
+        block["custom"]["config"]["postgres_url"] = url
+    else:
+        block = {"postgres": {"postgres_url": url}}
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: \"{url}\"\n"
-                                         "telemetry:\n  enabled: false\n")
+    (folder / "dagster.yaml").write_text(yaml.safe_dump({"storage": block, "telemetry": {"enabled": False}}))
     return folder
 
 
@@ -303,7 +312,8 @@ def launched_run(instance, workspace, launcher, partition_key: str) -> dict:
 
 def throughput(args, admin_url: str, home: Path) -> dict:
     """sync_user over N users in one process against dreaming_job runs over N other users with the same
-    pairs: a run a user, one after another, and a run a bucket."""
+    pairs: a run a user, taking turns with sync_user, then a run a bucket."""
+    from dreaming_dagster.config.settings import DECLARED_DEFAULTS
     from dreaming_dagster.embeddings import LocalMiniLMEmbedder
     from dreaming_dagster.extraction.extractors import OfflineExtractor
     from dreaming_dagster.ingest.save import save_pairs
@@ -314,42 +324,58 @@ def throughput(args, admin_url: str, home: Path) -> dict:
     from dreaming_dagster.storage.database import Database
 
     url = embedded.fresh_database_url(admin_url, "throughput")
-    database, embedder = Database(url), LocalMiniLMEmbedder()
+    # sync_user with the pool the Python API and the CLI keep (DREAMING_DATABASE_CONNECTIONS), as a run has.
+    database = Database(url, pool_size=DECLARED_DEFAULTS.database_connections)
+    embedder = LocalMiniLMEmbedder()
     database.ensure_schema(embedder.spec)
     count, size = args.throughput_users, args.pairs_per_user
     records = oracle_records(limit=count * size)
     spawned_users = range(0, count, args.spawned_every)
-    users = {"sync": range(count), "warm": range(count), "spawned": spawned_users, "bucketed": range(count)}
+    users = {"sync": range(-1, count), "warm": range(-1, count), "spawned": spawned_users,
+             "plain": [-1, *spawned_users], "bucketed": range(count)}
     for prefix, numbers in users.items():
         for n in numbers:
             save_pairs(f"{prefix}-{n}", records[n * size:(n + 1) * size], database=database, embedder=embedder,
                        embed=False)
-    started = time.perf_counter()
-    for n in range(count):
-        sync_user(f"sync-{n}", database=database, embedder=embedder, extractor=OfflineExtractor(),
+
+    def synced(user_id: str) -> float:
+        started = time.perf_counter()
+        sync_user(user_id, database=database, embedder=embedder, extractor=OfflineExtractor(),
                   refiner=OfflineRefiner())
-    sync_s = time.perf_counter() - started
+        return time.perf_counter() - started
+
     # The code server and the run workers read the deployment from the environment, as under `dreaming ui`.
     os.environ.update({"DAGSTER_HOME": str(home), "DREAMING_DATABASE_URL": url, "DREAMING_LLM_PROVIDER": "offline"})
     import dagster as dg
 
     from dreaming_dagster.defs.run_launcher import LocalRunLauncher
 
-    warm, spawning = LocalRunLauncher(warm_workers=True), LocalRunLauncher(warm_workers=False)
-    runs = {"warm": [], "spawned": [], "bucketed": []}
-    with dg.DagsterInstance.get() as instance:
+    warm, spawning, plain = (LocalRunLauncher(warm_workers=True), LocalRunLauncher(warm_workers=False),
+                             LocalRunLauncher(warm_workers=True))
+    runs = {"warm": [], "spawned": [], "plain": [], "bucketed": []}
+    sync_s = 0.0
+    plain_home = _dagster_home(home.parent / "dagster-home-plain", home.parent / "pgdata", storage="dagster-postgres")
+    with dg.DagsterInstance.get() as instance, dg.DagsterInstance.from_config(str(plain_home)) as plain_instance:
         for launcher in (warm, spawning):
             launcher.register_instance(instance)
-        instance.add_dynamic_partitions("users", [f"{prefix}-{n}" for prefix in ("warm", "spawned")
+        plain.register_instance(plain_instance)
+        instance.add_dynamic_partitions("users", [f"{prefix}-{n}" for prefix in ("warm", "spawned", "plain")
                                                   for n in users[prefix]])
         with code_location(instance) as workspace:
+            # Each way's first user, not timed: the process's embedder and parser, the fork server's start.
+            synced("sync--1")
+            launched_run(instance, workspace, warm, "warm--1")
+            launched_run(plain_instance, workspace, plain, "plain--1")
             started = time.perf_counter()
-            # A run a user, one after another; every --spawned-every'th user also through the code server's new
-            # process (Dagster's default launcher), the two taking turns.
+            # A user at a time, the ways taking turns: sync_user in this process, a run from the warm workers;
+            # every --spawned-every'th user also a run in a new process through the code server (Dagster's
+            # default launcher) and a warm run storing its events through dagster-postgres' own storage.
             for n in range(count):
+                sync_s += synced(f"sync-{n}")
                 runs["warm"].append(launched_run(instance, workspace, warm, f"warm-{n}"))
                 if n in spawned_users:
                     runs["spawned"].append(launched_run(instance, workspace, spawning, f"spawned-{n}"))
+                    runs["plain"].append(launched_run(plain_instance, workspace, plain, f"plain-{n}"))
                 if (n + 1) % 20 == 0:
                     print(f"per-user runs: {n + 1}/{count} ({time.perf_counter() - started:.0f} s)",
                           file=sys.stderr, flush=True)
@@ -368,6 +394,11 @@ def throughput(args, admin_url: str, home: Path) -> dict:
         "one_user_sync_s": round(sync_s / count, 3),
         **per_user_figures(runs["warm"], sync_s / count, "per_user"),
         **per_user_figures(runs["spawned"], sync_s / count, "spawned_per_user"),
+        **per_user_figures(runs["plain"], sync_s / count, "plain_storage_per_user"),
+        # Same users, taking turns: a warm run on the project's storage against one on dagster-postgres' own.
+        "kept_vs_plain_storage_run_s": round(
+            statistics.median(run["run_s"] for run in runs["plain"])
+            / statistics.median(runs["warm"][n]["run_s"] for n in spawned_users), 3),
         "warm_vs_spawned_run_s_median": round(statistics.median(run["run_s"] for run in runs["spawned"])
                                               / statistics.median(run["run_s"] for run in runs["warm"]), 2),
         "bucket_runs": len(runs["bucketed"]), "bucket_runs_s": round(bucket_s, 1),

@@ -120,6 +120,8 @@ def test_scale_bench_runs_a_user_a_run_and_times_its_steps(tmp_path):
     throughput = result["throughput"]
     assert throughput["all_runs_succeeded"] and throughput["unlinked_pairs_after"] == 0
     assert throughput["per_user_runs"] == 2 and throughput["spawned_per_user_runs"] == 1
+    # The same user's run on dagster-postgres' own storage, taking turns with the project's.
+    assert throughput["plain_storage_per_user_runs"] == 1 and throughput["kept_vs_plain_storage_run_s"] > 0
     assert throughput["per_user_vs_sync_user"] > 0 and throughput["per_user_steps_s_median"] > 0
     assert set(throughput["per_user_step_s_medians"]) >= {"memory_pairs", "subject_links", "refined_subjects"}
     # A run's wall time counts its launch and its worker's start: never less than its steps.

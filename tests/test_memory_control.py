@@ -281,11 +281,13 @@ def test_http_inspect_export_and_forget_stay_in_the_keys_tenant(tenants, databas
     assert CANARY in recalled.json()["memories"][0]["user_message"]
 
 
-def sensor_context(instance, database_url: str, cursor: str | None = None):
+def sensed(sensor, instance, database_url: str, cursor: str | None = None):
+    """``sensor`` evaluated once, as the daemon would: its resources set up for the tick, torn down after."""
     from dreaming_dagster.definitions import defs
 
-    return dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs(),
-                                   resources={"dreaming_db": DreamingDatabaseResource(database_url=database_url)})
+    with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs(), resources={
+            "dreaming_db": DreamingDatabaseResource(database_url=database_url)}) as context:
+        return sensor(context)
 
 
 def test_fast_path_users_show_in_dagster_and_erased_users_leave_it(database, database_url, local_embedder):
@@ -293,7 +295,7 @@ def test_fast_path_users_show_in_dagster_and_erased_users_leave_it(database, dat
         save_and_sync(user, exchanges(user[0])[:3], database=database, embedder=local_embedder,
                       extractor=OfflineExtractor())
     with dg.instance_for_test() as instance:
-        first = fast_path_sensor(sensor_context(instance, database_url))
+        first = sensed(fast_path_sensor, instance, database_url)
         partitions = [r for r in first.dynamic_partitions_requests if isinstance(r, dg.AddDynamicPartitionsRequest)]
         assert sorted(partitions[0].partition_keys) == ["carol", "dave"]
         instance.add_dynamic_partitions("users", ["carol", "dave"])
@@ -305,7 +307,7 @@ def test_fast_path_users_show_in_dagster_and_erased_users_leave_it(database, dat
                      and e.partition == "carol")
         assert links.metadata["path"].value == "fast path" and links.metadata["user_pairs"].value == 3
         assert links.metadata["links"].value > 0
-        quiet = fast_path_sensor(sensor_context(instance, database_url, first.cursor))
+        quiet = sensed(fast_path_sensor, instance, database_url, first.cursor)
         assert isinstance(quiet, dg.SkipReason)  # each sync is reported once
         # Runs naming carol: a finished run of her partition (with its captured logs), one still running, and a
         # user_memory_job run (its config holds her id).
@@ -325,18 +327,18 @@ def test_fast_path_users_show_in_dagster_and_erased_users_leave_it(database, dat
             stream.write("carol's step said something")
         assert logs.get_log_data([done.run_id, "compute_logs", "step"]).stdout
         dd.erase_user("carol", database=database)
-        waiting = fast_path_sensor(sensor_context(instance, database_url, first.cursor))
+        waiting = sensed(fast_path_sensor, instance, database_url, first.cursor)
         # Her partition's run still runs: nothing of the partition goes under it, and the forget stays open.
         assert isinstance(waiting, dg.SkipReason)  # no partition deleted, the cursor where it was
         assert instance.get_run_by_id(running.run_id) and instance.get_run_by_id(done.run_id)
         assert instance.get_run_by_id(asked.run_id) is None  # a finished request goes at once
         instance.report_run_failed(running)
-        after = fast_path_sensor(sensor_context(instance, database_url, first.cursor))
+        after = sensed(fast_path_sensor, instance, database_url, first.cursor)
         (delete,) = after.dynamic_partitions_requests
         assert isinstance(delete, dg.DeleteDynamicPartitionsRequest) and delete.partition_keys == ["carol"]
         assert [instance.get_run_by_id(run.run_id) for run in (done, running)] == [None, None]
         assert not logs.get_log_data([done.run_id, "compute_logs", "step"]).stdout
-        assert isinstance(fast_path_sensor(sensor_context(instance, database_url, after.cursor)), dg.SkipReason)
+        assert isinstance(sensed(fast_path_sensor, instance, database_url, after.cursor), dg.SkipReason)
 
 
 def test_the_training_memory_is_no_users_partition(database, database_url, local_embedder):
@@ -344,12 +346,12 @@ def test_the_training_memory_is_no_users_partition(database, database_url, local
                   embed=False)
     dd.save_pairs("erin", exchanges("e")[:2], database=database, embedder=local_embedder, embed=False)
     with dg.instance_for_test() as instance:
-        result = pending_pairs_sensor(sensor_context(instance, database_url))
+        result = sensed(pending_pairs_sensor, instance, database_url)
     assert [r.partition_key for r in result.run_requests] == ["erin"]
     save_and_sync("longmemeval", exchanges("t")[2:4], TRAINING_KG_ID, database=database, embedder=local_embedder,
                   extractor=OfflineExtractor())
     with dg.instance_for_test() as instance:
-        reported = fast_path_sensor(sensor_context(instance, database_url))
+        reported = sensed(fast_path_sensor, instance, database_url)
     assert isinstance(reported, dg.SkipReason)
 
 

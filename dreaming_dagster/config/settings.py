@@ -147,8 +147,8 @@ class DreamingSettings(BaseSettings):
     """the in-window pairs the time-window side reads: those said inside the window or mentioning a time in it,
     then those on its soft edges, each most recent first (a wide window on a large memory reads no more)"""
     database_connections: int = Field(default=4, ge=0, le=1000)
-    """database connections the Python API and the CLI keep open per process for saves and syncs (each
-    call waits for a free one; 0 opens a connection per call)"""
+    """database connections the Python API and the CLI keep open per process for saves and syncs, and a Dagster
+    run for its stages (each call waits for a free one; 0 opens a connection per call)"""
     recall_connections: int = Field(default=4, ge=1, le=1000)
     """database connections recall keeps in its pool (recalls from that many threads run at once)"""
     recall_ef_search: int = Field(default=200, ge=1, le=1000)

@@ -108,9 +108,16 @@ class DreamingDatabaseResource(_DatabaseSlice):
     _database: Database | None = PrivateAttr(default=None)
 
     def database(self) -> Database:
+        """The database, with a pool of DREAMING_DATABASE_CONNECTIONS connections for the run (its stages
+        would otherwise open one a statement batch: ~80 for a user's run), closed when the run ends."""
         if self._database is None:
-            self._database = Database.from_settings(self.settings())
+            settings = self.settings()
+            self._database = Database.from_settings(settings, pool_size=settings.database_connections)
         return self._database
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._database is not None:
+            self._database.close()
 
 
 class LLMResource(_LLMSlice):
