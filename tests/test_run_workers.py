@@ -4,6 +4,9 @@ the code location loaded, through a real code server's workspace as the daemon l
 from __future__ import annotations
 
 import multiprocessing.forkserver
+import os
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 
@@ -140,6 +143,22 @@ def test_a_reloaded_code_location_gets_a_new_fork_server(dreaming, workers):
         assert finished(instance, run.run_id).status == dg.DagsterRunStatus.SUCCESS
     assert servers[0] == servers[1] != servers[2]
     assert not psutil.pid_exists(servers[0]) or psutil.Process(servers[0]).status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_preload_imports_cleanly_in_a_fresh_process(tmp_path):
+    """multiprocessing's fork server skips a preload that fails to import, silently: runs would still
+    succeed, each importing everything itself. So the preload is imported here, as the fork server does,
+    and must load what it promises without starting a Python thread (a forked run would lose it)."""
+    code = ("import sys, threading, dreaming_dagster.run_worker_preload\n"
+            "print(threading.active_count(), *sorted({'torch', 'spacy', 'onnxruntime', 'transformers',"
+            " 'dreaming_dagster.defs.pipeline.assets'} & set(sys.modules)))")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("DREAMING_")} | {
+        "DREAMING_DATA_DIR": str(tmp_path)}  # no database yet: the code location of one partition a user
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "dreaming_dagster.defs.pipeline.assets", "onnxruntime", "spacy", "torch",
+                                  "transformers"]
 
 
 def test_a_run_its_worker_cannot_find_fails_its_launch(dreaming, workers):
