@@ -43,8 +43,7 @@ def default_settings() -> DreamingSettings:
 
 @cache(close=Database.close)
 def default_database() -> Database:
-    settings = default_settings()
-    return Database.from_settings(settings, pool_size=settings.database_connections)
+    return Database.from_settings(default_settings())
 
 
 @cache

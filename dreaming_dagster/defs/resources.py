@@ -111,8 +111,7 @@ class DreamingDatabaseResource(_DatabaseSlice):
         """The database, with a pool of DREAMING_DATABASE_CONNECTIONS connections for the run (its stages
         would otherwise open one a statement batch: ~80 for a user's run), closed when the run ends."""
         if self._database is None:
-            settings = self.settings()
-            self._database = Database.from_settings(settings, pool_size=settings.database_connections)
+            self._database = Database.from_settings(self.settings())
         return self._database
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:

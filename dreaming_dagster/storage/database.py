@@ -170,11 +170,11 @@ class Database:
         self._lock_pool = None
 
     @classmethod
-    def from_settings(cls, settings: DreamingSettings, *, pool_size: int = 0) -> Database:
-        if settings.database_url:
-            return cls(settings.database_url, pool_size=pool_size)
-        return cls(embedded.embedded_url(settings.pgdata_dir, shared_buffers=settings.embedded_shared_buffers),
-                   pool_size=pool_size)
+    def from_settings(cls, settings: DreamingSettings) -> Database:
+        """The settings' database with a pool of DREAMING_DATABASE_CONNECTIONS connections."""
+        url = settings.database_url or embedded.embedded_url(settings.pgdata_dir,
+                                                              shared_buffers=settings.embedded_shared_buffers)
+        return cls(url, pool_size=settings.database_connections)
 
     def ensure_schema(self, spec: EmbeddingSpec) -> None:
         """Migrate once per process and check the embedder against the database's recorded model."""
