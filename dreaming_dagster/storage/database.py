@@ -170,11 +170,12 @@ class Database:
         self._lock_pool = None
 
     @classmethod
-    def from_settings(cls, settings: DreamingSettings) -> Database:
-        """The settings' database with a pool of DREAMING_DATABASE_CONNECTIONS connections."""
+    def from_settings(cls, settings: DreamingSettings, *, pool_size: int | None = None) -> Database:
+        """The settings' database with a pool of ``pool_size`` connections (None: DREAMING_DATABASE_CONNECTIONS;
+        the service passes its own)."""
         url = settings.database_url or embedded.embedded_url(settings.pgdata_dir,
                                                               shared_buffers=settings.embedded_shared_buffers)
-        return cls(url, pool_size=settings.database_connections)
+        return cls(url, pool_size=settings.database_connections if pool_size is None else pool_size)
 
     def ensure_schema(self, spec: EmbeddingSpec) -> None:
         """Migrate once per process and check the embedder against the database's recorded model."""
