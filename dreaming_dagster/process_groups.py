@@ -2,6 +2,8 @@
 
 `dreaming exec` and `dreaming ui` run Dagster's tools this way: a terminal's Ctrl-C reaches this process only,
 which forwards it to the command's whole group once, and after a stop ends whatever the group left behind.
+A closed terminal or `tmux kill-session` (SIGHUP) and SIGQUIT stop it the same way, as SIGTERM: Dagster's
+processes stop cleanly on that, while a SIGHUP sent on would kill them where they stand.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import time
 
 # How long what a stopped command left behind has to end on SIGTERM before it is killed.
 STOP_GRACE_SECONDS = 10.0
+# The signals that stop the command, and what its group is sent for each.
+STOP_SIGNALS = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM,
+                signal.SIGHUP: signal.SIGTERM, signal.SIGQUIT: signal.SIGTERM}
 
 
 def run_in_process_group(argv: list[str]) -> int:
     """Run ``argv`` in a new session and process group and return its exit code; SIGINT and SIGTERM sent to
-    this process go to the whole group, and after one the group is ended (:func:`end_process_group`).
+    this process go to the whole group (SIGHUP and SIGQUIT as SIGTERM), and after one the group is ended (:func:`end_process_group`).
     Raises FileNotFoundError when ``argv[0]`` does not exist."""
     # The handlers go in before the child starts: a handled signal is reset to its default in a new
     # program, an ignored one stays ignored. A script's background job (`cmd &`) starts with SIGINT
@@ -29,16 +34,17 @@ def run_in_process_group(argv: list[str]) -> int:
     asked_to_stop: list[int] = []
 
     def forward(signum, frame):
+        signum = STOP_SIGNALS[signum]
         asked_to_stop.append(signum)
         if started:
             signal_group(started[0].pid, signum)
         else:
             pending.append(signum)
 
-    # Forward SIGINT/SIGTERM and wait for the child, so this process exits normally afterwards and
+    # Forward the stop signals and wait for the child, so this process exits normally afterwards and
     # releases the embedded server (atexit does not run when a signal kills Python).
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, forward)
     # Its own session: a terminal's Ctrl-C reaches only this process, which forwards it once.
     child = subprocess.Popen(argv, start_new_session=True)
     started.append(child)

@@ -143,6 +143,59 @@ def test_a_forgotten_pairs_canary_is_gone_and_the_rest_still_recalled(database, 
     recaller.close()
 
 
+class Scripted:
+    """A consolidation provider that proposes what the test says."""
+
+    provider = "scripted"
+
+    def __init__(self, mutations: list[dict], summary: str):
+        self.mutations, self.summary = mutations, summary
+
+    def propose(self, pass_input):
+        from dreaming_dagster.consolidation.consolidators import Proposal
+
+        return Proposal(mutations=self.mutations, summary=self.summary)
+
+
+def test_what_a_pass_wrote_from_forgotten_text_is_undone_and_what_it_wrote_before_it_stays(database, database_url,
+                                                                                          local_embedder):
+    """A pass reads the canary pair's summary and writes its word into a description, a new name and a new
+    subject, none of them linked to that pair; forgetting the pair undoes all three and forgets the pass's dream
+    pair. A pass that never read the forgotten pair keeps what it wrote."""
+    ids = dreamed(database, local_embedder, "alice", exchanges("a", canary_at=(5,)))
+    names = {s["name"]: s["subject_id"] for s in dd.list_subjects("alice", limit=500, database=database)}
+    rachel, marcus = names["Rachel"], names["Marcus"]
+    given = dd.read_subject("alice", marcus, database=database)["description"]
+    report = run_pass(database, local_embedder, Scripted([
+        {"op": "update_description", "subject": rachel, "description": f"Sister of the user; friends with {CANARY}."},
+        {"op": "update_description", "subject": marcus, "description": f"The brother; a trip with {CANARY}."},
+        {"op": "rename_subject", "subject": marcus, "name": f"Trip With {CANARY}"},
+        {"op": "create_subject", "name": f"{CANARY} Family", "type": "other", "description": "a family"},
+    ], summary=f"Linked Rachel to the {CANARY} family."), "alice", policy=PassPolicy(backfill_on_first_run=False))
+    assert report.count("applied") == 4, report.diff_markdown()
+    later = dreamed(database, local_embedder, "alice", [
+        {"session_id": "a-s9", "user_message": "Priya brought her new puppy Biscuit to the park.",
+         "assistant_message": "Puppies love parks.", "occurred_at": "2026-06-01T10:00:00Z"}])
+    # The later pair came after the pass: forgetting it leaves what the pass wrote.
+    assert forget_pairs("alice", later, database=database).pairs == 1
+    assert CANARY in dd.read_subject("alice", rachel, database=database)["description"]
+
+    result = forget_pairs("alice", [ids[5]], database=database, embedder=local_embedder)
+
+    assert result.pairs == 2  # the canary pair and the pass's dream pair, which retold it
+    assert CANARY.lower() not in embedded.data_dump(database_url).lower()
+    assert CANARY not in dd.read_subject("alice", rachel, database=database)["description"]
+    restored = dd.read_subject("alice", marcus, database=database)
+    assert restored["name"] == "Marcus" and restored["description"] == given
+    with database.connect() as conn:
+        vector = conn.execute("SELECT embedding FROM subjects WHERE id = %s", (marcus,)).fetchone()["embedding"]
+    assert list(vector.to_numpy()) == pytest.approx(list(local_embedder.embed(["Marcus"])[0]), abs=1e-5)
+    assert not [s for s in dd.list_subjects("alice", limit=500, include_archived=True, database=database)
+                if CANARY in s["name"]]
+    health = graph_reports.graph_health(database, "alice")
+    assert health["orphan_pairs"] == 0 and graph_reports.memory_count_drift(database) == []
+
+
 def test_a_user_who_forgot_everything_piecemeal_is_named_nowhere_after_erasure(database, database_url,
                                                                                local_embedder):
     """Every pair already forgotten (no graph left to erase): the erasure still scrubs the audit trail's rows
@@ -200,6 +253,24 @@ def test_a_short_subject_name_inside_other_words_forgets_no_unrelated_summary(da
         matches = [conn.execute("SELECT lower(%s) ~ ANY (%s::text[]) AS hit", (text, word_patterns(["C++ (v2.0)"])))
                    .fetchone()["hit"] for text in ("I use C++ (v2.0) daily", "I use C++ (v2x0) daily", "cc++ (v2.0)")]
     assert matches == [True, False, False]
+
+
+def test_a_name_takes_the_plural_english_gives_it_and_no_other_word(database, local_embedder):
+    """-es only after s, x, z, ch, sh and o: "Tim" is not in "times", nor "Hop" in "hopes"."""
+    cases = {"Tim": (["Tim called", "tims", "Tim's dog"], ["three times", "timely"]),
+             "Rob": (["Rob's car", "two robs"], ["new robes"]),
+             "Kit": (["a kit", "kits"], ["flying kites"]),
+             "Hop": (["one hop", "hops"], ["my hopes"]),
+             "Box": (["boxes", "box"], ["boxers"]),
+             "Church": (["the churches", "church"], ["churchesque"]),
+             "Potato": (["potatoes", "potatos"], ["potatoey"]),
+             "Bus": (["buses", "bus"], ["busy"])}
+    database.ensure_schema(local_embedder.spec)
+    with database.connect() as conn:
+        for name, (said, not_said) in cases.items():
+            hits = {text: conn.execute("SELECT lower(%s) ~ ANY (%s::text[]) AS hit",
+                                       (text, word_patterns([name]))).fetchone()["hit"] for text in said + not_said}
+            assert hits == {**dict.fromkeys(said, True), **dict.fromkeys(not_said, False)}, name
 
 
 def test_a_deleted_subjects_inflected_mentions_are_forgotten_too(database, local_embedder):

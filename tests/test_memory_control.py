@@ -5,6 +5,7 @@ training memory left out)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -20,6 +21,7 @@ from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.extraction.extractors import OfflineExtractor
+from dreaming_dagster.ingest.save import BatchRejectedError, save_validated_pairs
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
 from dreaming_dagster.pipeline.sync import save_and_sync
 from dreaming_dagster.retrieval.recaller import Recaller
@@ -27,7 +29,7 @@ from dreaming_dagster.service import api_keys
 from dreaming_dagster.service.app import create_app
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
-from dreaming_dagster.storage.records import InvalidInputError
+from dreaming_dagster.storage.records import InvalidInputError, parse_pair
 from tests.conftest import run_concurrently
 from tests.test_forget import CANARY, dreamed, exchanges
 
@@ -272,13 +274,60 @@ def test_http_inspect_export_and_forget_stay_in_the_keys_tenant(tenants, databas
     assert client.delete(f"/v1/pairs/{acme_pair}", headers=h["acme"]).status_code == 404
     session = client.delete("/v1/users/alice/sessions/a-s2", headers=h["acme"]).json()
     assert session["pairs"] == 4
-    erased = client.delete("/v1/users/alice", headers=h["acme"]).json()
+    erased = client.delete("/v1/users/alice", headers=h["acme"], params={"confirm": "alice"}).json()
     assert erased["pairs"] == 7 and erased["kg_ids"] == ["acme"]
     assert client.get("/v1/users/alice/pairs", headers=h["acme"]).json()["pairs"] == []
     globex = client.get("/v1/users/alice/pairs", headers=h["globex"], params={"limit": 50}).json()["pairs"]
     assert len(globex) == 12 and any(CANARY in p["user_message"] for p in globex)  # the other tenant's alice
     recalled = client.post("/v1/recall", headers=h["globex"], json={"user_id": "alice", "query": f"{CANARY} Lisbon"})
     assert CANARY in recalled.json()["memories"][0]["user_message"]
+
+
+def test_no_path_a_client_shortens_erases_a_user_and_odd_ids_are_refused_at_save(tenants, database, local_embedder,
+                                                                                  tmp_path):
+    client, h = tenants
+    for user in ("alice", "victim-x"):
+        assert client.post("/v1/pairs", headers=h["acme"], json={
+            "user_id": user, "pairs": exchanges(user[0])[:3]}).json()["inserted"] == 3
+    # httpx, like curl, removes dot segments before sending: these reach DELETE /v1/users/victim-x, /alice, and
+    # /alice/sessions/, and each must be refused rather than erase anyone.
+    for path in ("/v1/users/alice/sessions/../../victim-x", "/v1/users/alice/sessions/..",
+                 "/v1/users/alice/sessions/."):
+        refused = client.delete(path, headers=h["acme"])
+        assert refused.status_code == 422, (path, refused.text)
+        assert refused.json()["error"]["field"] in {"confirm", "session_id"}
+    assert client.delete("/v1/users/alice", headers=h["acme"], params={"confirm": "bob"}).status_code == 422
+    for user in ("alice", "victim-x"):
+        assert len(client.get(f"/v1/users/{user}/pairs", headers=h["acme"]).json()["pairs"]) == 3
+    # Ids a URL path cannot carry are refused at save, naming the field, on every surface.
+    for session in ("..", ".", "../../victim-x", "chat/./42", "chat/", "a//b", "%2e%2E"):
+        answer = client.post("/v1/pairs", headers=h["acme"], json={
+            "user_id": "alice", "strict": True, "pairs": [{**exchanges("a")[0], "session_id": session}]})
+        assert answer.status_code == 422 and answer.json()["error"]["field"] == "pairs", (session, answer.text)
+        assert "session_id" in answer.text
+        with pytest.raises(BatchRejectedError, match="field 'session_id'"):
+            dd.save_pairs("alice", [{**exchanges("a")[0], "session_id": session}], strict=True, database=database)
+    for user in ("..", "."):
+        answer = client.post("/v1/pairs", headers=h["acme"], json={"user_id": user, "pairs": exchanges("a")[:1]})
+        assert answer.status_code == 422 and answer.json()["error"]["field"] == "user_id"
+        with pytest.raises(InvalidInputError, match="user_id"):
+            dd.save_pairs(user, exchanges("a")[:1], database=database)
+    dotted = tmp_path / "dotted.jsonl"
+    dotted.write_text(json.dumps({**exchanges("a")[0], "session_id": "a/../b"}) + "\n")
+    ingested = CliRunner().invoke(main, ["ingest", str(dotted), "--user", "alice", "--strict"])
+    assert ingested.exit_code != 0 and "session_id" in ingested.output
+    ingested = CliRunner().invoke(main, ["ingest", str(tmp_path / "dotted.jsonl"), "--user", ".."])
+    assert ingested.exit_code != 0 and "user_id" in ingested.output
+    # Rows saved before the rule stay forgettable: by the query-string route, and from Python under any user id.
+    legacy = [dataclasses.replace(parse_pair(exchanges("a")[i]), session_id=session)
+              for i, session in ((0, ".."), (1, "chat/"))]
+    assert save_validated_pairs(database, local_embedder, "alice", "acme", legacy).inserted == 2
+    assert save_validated_pairs(database, local_embedder, "..", "default", legacy[:1]).inserted == 1
+    for session in ("..", "chat/"):
+        gone = client.delete("/v1/users/alice/sessions", headers=h["acme"], params={"session_id": session})
+        assert gone.status_code == 200 and gone.json()["pairs"] == 1, gone.text
+    assert dd.erase_user("..", "default", database=database).pairs == 1
+    assert len(client.get("/v1/users/alice/pairs", headers=h["acme"]).json()["pairs"]) == 3
 
 
 def sensed(sensor, instance, database_url: str, cursor: str | None = None):

@@ -10,6 +10,7 @@ from dreaming_dagster.storage.records import (
     parse_pair,
     parse_timestamp,
     validate_identifier,
+    validate_new_identifier,
 )
 from tests.conftest import pair
 
@@ -25,6 +26,28 @@ def test_invalid_user_ids_name_the_field(user_id):
         validate_identifier(user_id, "user_id")
     assert info.value.field == "user_id"
     assert "user_id" in str(info.value)
+
+
+@pytest.mark.parametrize("user_id", [".", ".."])
+def test_a_saved_id_is_never_a_dot_segment_but_a_stored_one_stays_readable(user_id):
+    with pytest.raises(InvalidInputError) as info:
+        validate_new_identifier(user_id, "user_id")
+    assert info.value.field == "user_id" and "segment" in info.value.reason
+    assert validate_identifier(user_id, "user_id") == user_id  # reads and forgets still take it
+    assert validate_new_identifier("...", "user_id") == "..."  # not a dot segment
+
+
+@pytest.mark.parametrize("session_id", ["..", ".", "../../victim-x", "chat/./42", "a/..", "%2e%2E", ".%2e/x",
+                                        "chat/", "/chat", "a//b"])
+def test_session_ids_a_url_path_cannot_carry_are_refused(session_id):
+    with pytest.raises(InvalidInputError) as info:
+        parse_pair(pair(0) | {"session_id": session_id}, record=3)
+    assert info.value.field == "session_id" and info.value.record == 3
+
+
+@pytest.mark.parametrize("session_id", ["chat/42", "...", "a..b", "v1.2", ".hidden", "x?y#z"])
+def test_session_ids_with_dots_and_slashes_that_paths_carry_are_kept(session_id):
+    assert parse_pair(pair(0) | {"session_id": session_id}).session_id == session_id
 
 
 def test_timestamps():

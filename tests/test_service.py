@@ -233,7 +233,7 @@ def test_dreaming_serve_from_outside_and_a_graceful_stop(cli_env, database_url):
         assert forgot.status_code == 200 and forgot.json()["pairs"] == 1
         assert httpx.post(f"{url}/v1/recall", headers=h, timeout=60, json={
             "user_id": "bob", "query": "Mount Tam hike"}).json()["memories"] == []
-        assert httpx.delete(f"{url}/v1/users/bob", headers=h, timeout=30).json()["pairs"] == 0
+        assert httpx.delete(f"{url}/v1/users/bob", headers=h, params={"confirm": "bob"}, timeout=30).json()["pairs"] == 0
         # What a hostile client sends is a 422 naming the field, never a 500 (tests/test_service_hardening.py
         # tries every route in process).
         hostile = [(httpx.delete(f"{url}/v1/users/alice/sessions/%00", headers=h, timeout=30), "session_id"),

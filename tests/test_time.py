@@ -128,6 +128,13 @@ def test_times_are_found_where_people_write_them():
                     "We read about it in the fall of the empire", "He took 3rd place", "I could not fall asleep",
                     "I swim on Sundays", "I work Monday to Friday", "We watched Halloween Horror Nights"):
         assert read(nothing) == [], nothing
+    # A month word that is also a name or a verb, before a year in words: the year, not the month.
+    for text, year in (("I met Jan last year", 2023), ("We may this year finally visit Spain", 2024),
+                       ("The troops march next year", 2025), ("I met June last year", 2023),
+                       ("I met August last year", 2023)):
+        assert [r[1:] for r in read_on(text, may15)] == [(date(year, 1, 1), date(year, 12, 31))], text
+    assert [r[1:] for r in read_on("I moved in March next year", may15)] == [(date(2025, 3, 1), date(2025, 3, 31))]
+    assert [r[1:] for r in read_on("It rained in June last year", may15)] == [(date(2023, 6, 1), date(2023, 6, 30))]
     # Past tense reads the last one before the day; the future the next one after it.
     march_2024 = (date(2024, 3, 1), date(2024, 3, 31))
     asked = read_question("When did I go to the dentist in March?", sunday).window

@@ -44,9 +44,24 @@ class Outcome:
     status: str  # accepted → applied | skipped
     reason: str = ""
     change: dict = field(default_factory=dict)  # names before/after, for the diff
+    input_index: int = 0  # which of the pass's provider inputs proposed it
 
     def as_dict(self) -> dict:
         return {"mutation": self.mutation, "status": self.status, "reason": self.reason, "change": self.change}
+
+    @property
+    def text_written_to(self) -> str | None:
+        """The subject whose name or description this applied mutation wrote (None: it wrote no text)."""
+        if self.status != "applied":
+            return None
+        op = self.mutation["op"]
+        if op == "merge_subjects":
+            return str(self.change["apply"]["target"]["id"])
+        if op in ("rename_subject", "update_description"):
+            return str(self.mutation["subject"])
+        if op == "create_subject":
+            return str(self.change["id"])
+        return None
 
 
 class GraphState:

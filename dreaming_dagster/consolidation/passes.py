@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -75,6 +76,8 @@ class PassReport:
     summary: str = ""
     seconds: float = 0.0
     error: str | None = None
+    inputs_taken: list[PassInput] = field(default_factory=list)  # the provider inputs, in the order taken
+    inputs: list[tuple[list[str], list[str]]] = field(default_factory=list)  # each one's subject and pair ids
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
@@ -154,11 +157,16 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
             mode = "compact" if last_pass_at is None and policy.backfill_on_first_run else "incremental"
         report = PassReport(user_id, kg_id, mode, consolidator.provider, "applied", tokens_consumed=consumed)
         snapshot = _subjects(conn, user_id, kg_id)
-        summaries = [r["summary"] for r in conn.execute(load_sql("dreaming/recent_summaries"), {
+        summary_rows = conn.execute(load_sql("dreaming/recent_summaries"), {
             "user_id": user_id, "kg_id": kg_id, "dream_session": DREAM_SESSION, "since": last_pass_at,
-            "limit": 300})]
-        dreams = [r["summary"] for r in conn.execute(load_sql("dreaming/previous_dreams"), {
-            "user_id": user_id, "kg_id": kg_id, "dream_session": DREAM_SESSION, "limit": 3})]
+            "limit": 300}).fetchall()
+        dream_rows = conn.execute(load_sql("dreaming/previous_dreams"), {
+            "user_id": user_id, "kg_id": kg_id, "dream_session": DREAM_SESSION, "limit": 3}).fetchall()
+    summaries, dreams = [r["summary"] for r in summary_rows], [r["summary"] for r in dream_rows]
+    # Which pairs each quoted text came from: a forget undoes what a pass wrote after reading them.
+    quoted_pairs: dict[str, set[str]] = {}
+    for row in [*summary_rows, *dream_rows]:
+        quoted_pairs.setdefault(row["summary"], set()).add(str(row["id"]))
 
     # The provider is called with no connection held: a slow model never holds one of the pool's.
     state_graph = GraphState(snapshot, policy.protection)
@@ -189,6 +197,9 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
             # The across-clusters pass sees the graph as the cluster passes left it.
             across.subjects = [state_graph.live[s["id"]] for s in across.subjects if s["id"] in state_graph.live]
             _take(report, state_graph, across, _proposal(database, report, consolidator, across, now), summaries_out)
+    report.inputs = [(sorted({str(s["id"]) for s in i.subjects}),
+                      sorted(set().union(*(quoted_pairs.get(t, set()) for t in [*i.summaries, *i.previous_dreams]))))
+                     for i in report.inputs_taken]
     report.summary = clean_text(" ".join(summaries_out))
     for outcome in report.outcomes:
         if outcome.status == "skipped":
@@ -203,6 +214,7 @@ def _run_locked(database, embedder, consolidator, user_id, kg_id, mode, force, p
         with database.connect() as conn, conn.transaction():
             _apply(conn, report, embeddings, policy, now)
             pass_id = _record_in(conn, report, started_at=now)
+            _record_provenance(conn, report, pass_id)
             _remember(conn, report, now)
             conn.execute(load_sql("dreaming/finish_pass"), {
                 "user_id": user_id, "kg_id": kg_id, "pass_id": pass_id, "input_hash": fingerprint,
@@ -240,7 +252,11 @@ def _take(report: PassReport, graph: GraphState, pass_input: PassInput, proposal
     report.input_tokens += pass_input.tokens
     mutations, rejected = parse_mutations(proposal.mutations)
     report.rejected += rejected
-    report.outcomes += [graph.check(m) for m in mutations]
+    outcomes = [graph.check(m) for m in mutations]
+    for outcome in outcomes:
+        outcome.input_index = len(report.inputs_taken)
+    report.outcomes += outcomes
+    report.inputs_taken.append(pass_input)
     if proposal.summary:
         summaries.append(proposal.summary)
 
@@ -271,6 +287,26 @@ def _audit_params(report: PassReport, started_at: datetime) -> dict:
 
 def _record_in(conn, report: PassReport, started_at: datetime):
     return conn.execute(load_sql("dreaming/insert_pass"), _audit_params(report, started_at)).fetchone()["id"]
+
+
+def _record_provenance(conn, report: PassReport, pass_id) -> None:
+    """What each input showed (ids), and on each subject a pass wrote, the input whose mutation wrote it."""
+    written = [(o.text_written_to, o.input_index) for o in report.outcomes if o.text_written_to]
+    if not written:
+        return
+    ids = {index: uuid.uuid4() for _, index in written}
+    conn.execute(load_sql("dreaming/insert_pass_inputs"), {
+        "pass_id": pass_id, "user_id": report.user_id, "kg_id": report.kg_id, "ids": list(ids.values()),
+        "subject_ids": [_id_array(report.inputs[n][0]) for n in ids],
+        "pair_ids": [_id_array(report.inputs[n][1]) for n in ids]})
+    conn.execute(load_sql("dreaming/mark_consolidated_by"), {
+        "user_id": report.user_id, "kg_id": report.kg_id, "subject_ids": [subject for subject, _ in written],
+        "input_ids": [ids[index] for _, index in written]})
+
+
+def _id_array(ids: list[str]) -> str:
+    """A uuid[] literal: one row a parameter array of arrays cannot carry when the arrays differ in length."""
+    return "{" + ",".join(ids) + "}"
 
 
 def _record(database: Database, report: PassReport, started_at: datetime) -> None:

@@ -19,6 +19,7 @@ from dreaming_dagster.dates.grammar import (
     decade,
     holiday,
     month_name,
+    month_of_a_year_in_words,
     numeric_date,
     part_of_season,
     reference_day,
@@ -63,6 +64,8 @@ _WORD_AFTER = re.compile(r"\s+([a-z]+)")
 # Month words that are also common English words or names: a time only when written as one.
 _AMBIGUOUS_MONTHS = frozenset(["may", "march", "jan", "mar", "sept", "dec", "oct", "nov", "aug", "apr", "jun", "jul",
                                "feb", "sep"])
+# Month words that are also names: "I met June last year" names a person.
+_NAME_OR_VERB_MONTHS = _AMBIGUOUS_MONTHS | {"june", "august"}
 
 
 def _context_words(match: re.Match, function: Rule) -> frozenset[str] | None:
@@ -79,7 +82,16 @@ def _context_words(match: re.Match, function: Rule) -> frozenset[str] | None:
         if month.lower() in _AMBIGUOUS_MONTHS:
             return frozenset() if month.islower() or len(month) <= 4 and month.lower() != "may" \
                 else MONTH_CONTEXT_WORDS
+        if month.lower() in _NAME_OR_VERB_MONTHS and not month.islower():  # "I met June": a name
+            return MONTH_CONTEXT_WORDS
         return None
+    if function is month_of_a_year_in_words and match.start("month") == match.start():
+        # "We may this year…", "the troops march next year", "I met Jan last year": verbs and names, unless a
+        # word such as "in" says they are months ("in March next year").
+        month = groups["month"].lower()
+        if month in _AMBIGUOUS_MONTHS and groups["month"].islower():
+            return frozenset()
+        return MONTH_CONTEXT_WORDS if month in _NAME_OR_VERB_MONTHS else None
     if function is season_name:
         return None if groups["relative"] and groups["relative"].lower() != "the" else CONTEXT_WORDS
     if function is year_number:

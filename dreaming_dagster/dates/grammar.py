@@ -323,7 +323,7 @@ _YEAR_WORDS = r"(?P<relative>last|this|next|previous)\s+year"
 @rule(rf"{MONTH}(?:\s+(?:the\s+)?{DAY})?,?\s+(?:of\s+)?{_YEAR_WORDS}", "month",
       examples=("August last year", "March of this year", "May 6th next year"))
 @rule(rf"{_YEAR_WORDS},?\s+in\s+{MONTH}(?:\s+(?:the\s+)?{DAY})?", "month", examples=("last year in August",))
-def _month_of_a_year_in_words(m, ref):
+def month_of_a_year_in_words(m, ref):
     year = ref.year + {"last": -1, "previous": -1, "this": 0, "next": 1}[m["relative"].lower()]
     month = MONTHS[m["month"].lower()]
     if m["day"]:

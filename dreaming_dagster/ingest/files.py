@@ -13,7 +13,7 @@ from dreaming_dagster.storage.records import (
     MemoryPair,
     Rejection,
     parse_pair,
-    validate_identifier,
+    validate_new_identifier,
 )
 
 CHUNK_SIZE = 256
@@ -27,8 +27,8 @@ def ingest_records(make_items: Callable[[], Iterable[LineRecord | Rejection]], u
     ``strict``: the whole file is validated first and nothing is stored if any record is invalid; the
     valid file is then stored in one transaction, so a failure at any point stores none of it.
     """
-    user_id = validate_identifier(user_id, "user_id")
-    kg_id = validate_identifier(kg_id, "kg_id")
+    user_id = validate_new_identifier(user_id, "user_id")
+    kg_id = validate_new_identifier(kg_id, "kg_id")
     if strict:
         rejections = [r for r in validated(make_items()) if isinstance(r, Rejection)]
         if rejections:

@@ -32,7 +32,7 @@ from dreaming_dagster.storage.records import (
     MemoryPair,
     Rejection,
     parse_pair,
-    validate_identifier,
+    validate_new_identifier,
 )
 
 logger = logging.getLogger(__name__)
@@ -242,8 +242,8 @@ def save_pairs(user_id: str, pairs: Iterable[object], kg_id: str = "default", *,
     """
     from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
 
-    user_id = validate_identifier(user_id, "user_id")
-    kg_id = validate_identifier(kg_id, "kg_id")
+    user_id = validate_new_identifier(user_id, "user_id")
+    kg_id = validate_new_identifier(kg_id, "kg_id")
     valid, rejections, indexes = validate_records(pairs)
     if strict and rejections:
         raise BatchRejectedError(rejections)

@@ -46,6 +46,7 @@ from dreaming_dagster.storage.records import (
     parse_pair,
     parse_timestamp,
     validate_identifier,
+    validate_new_identifier,
 )
 from dreaming_dagster.storage.storable import json_problem, text_problem
 from dreaming_dagster.storage.user_graphs import user_graph_lock
@@ -114,7 +115,7 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
     its line and field named); then everything is stored in one transaction, so a failure stores nothing."""
     from dreaming_dagster.config.runtime import default_embedder
 
-    user_id, kg_id = validate_identifier(user_id, "user_id"), validate_identifier(kg_id, "kg_id")
+    user_id, kg_id = validate_new_identifier(user_id, "user_id"), validate_new_identifier(kg_id, "kg_id")
     embedder = embedder or default_embedder()
     database = ready_database(database, embedder)
     pairs, dreams, subjects = read_export(records)

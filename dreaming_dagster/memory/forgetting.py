@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 
 import psycopg
 
-from dreaming_dagster.embeddings import forget_cached_texts
+from dreaming_dagster.embeddings import Embedder, embed_cached, forget_cached_texts, subject_embedding_text
 from dreaming_dagster.memory import ready_database
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
@@ -36,6 +37,7 @@ from dreaming_dagster.storage.records import (
 )
 from dreaming_dagster.storage.user_graphs import user_graph_lock
 
+NameVectors = Callable[[list[str]], list]
 # How many pair ids one forget_pairs call takes (a session or an erasure has no limit).
 MAX_PAIR_IDS = 10_000
 
@@ -60,25 +62,26 @@ class Forgotten:
 
 
 def forget_pairs(user_id: str, pair_ids: Iterable[str], kg_id: str = "default", *,
-                 database: Database | None = None) -> Forgotten:
+                 database: Database | None = None, embedder: Embedder | None = None) -> Forgotten:
     """Delete the user's pairs ``pair_ids`` from the graph ``kg_id`` and everything derived from them.
     Ids the graph does not hold (another user's, another tenant's, already forgotten) are listed in
-    ``missing`` and touch nothing."""
+    ``missing`` and touch nothing. ``embedder`` (default: the process's) embeds the names subjects get back
+    when a consolidation pass had renamed them from forgotten text."""
     user_id, kg_id = validate_identifier(user_id, "user_id"), validate_identifier(kg_id, "kg_id")
     ids = _pair_ids(pair_ids)
     result = Forgotten(user_id=user_id, scope="pairs")
-    _forget(ready_database(database), result, kg_id, {"pair_ids": ids, "session_id": None})
+    _forget(ready_database(database), result, kg_id, {"pair_ids": ids, "session_id": None}, embedder)
     result.missing = sorted(set(ids) - set(result.pair_ids)) if ids else []
     return result
 
 
 def forget_session(user_id: str, session_id: str, kg_id: str = "default", *,
-                   database: Database | None = None) -> Forgotten:
+                   database: Database | None = None, embedder: Embedder | None = None) -> Forgotten:
     """Delete every pair of the user's session ``session_id`` in the graph ``kg_id``, as ``forget_pairs``."""
     user_id, kg_id = validate_identifier(user_id, "user_id"), validate_identifier(kg_id, "kg_id")
     checked_text(session_id, "session_id", max_chars=MAX_SESSION_ID_CHARS, if_blank="is required (a non-empty string)")
     result = Forgotten(user_id=user_id, scope="session")
-    _forget(ready_database(database), result, kg_id, {"pair_ids": None, "session_id": session_id})
+    _forget(ready_database(database), result, kg_id, {"pair_ids": None, "session_id": session_id}, embedder)
     return result
 
 
@@ -122,56 +125,137 @@ def _user_graphs(database: Database, user_id: str) -> list[str]:
         return [row["kg_id"] for row in conn.execute(load_sql("forget/user_graphs"), {"user_id": user_id})]
 
 
-def _forget(database: Database, result: Forgotten, kg_id: str, selection: dict) -> None:
+def _forget(database: Database, result: Forgotten, kg_id: str, selection: dict, embedder: Embedder | None) -> None:
     started = time.perf_counter()
     params = {"user_id": result.user_id, "kg_id": kg_id, **selection}
+
+    def name_vectors(names: list[str]) -> list:
+        nonlocal embedder
+        if not names:
+            return []
+        if embedder is None:
+            from dreaming_dagster.config.runtime import default_embedder
+
+            embedder = default_embedder()
+            database.ensure_schema(embedder.spec)  # refuses a model other than the one the memory records
+        return list(embed_cached(embedder, [subject_embedding_text(name) for name in names]))
+
     with user_graph_lock(database, result.user_id, kg_id), database.connect() as conn, conn.transaction():
         # The word index's lock before the pairs' row locks, in the order indexing takes them (a sync indexing
         # deferred pairs holds it while it adds their postings): the other order deadlocks.
         conn.execute(load_sql("forget/lock_word_index"), params)
         pairs = conn.execute(load_sql("forget/pairs_to_forget"), params).fetchall()
         if pairs:
-            _forget_rows(conn, result, params, pairs)
+            _forget_rows(conn, result, params, pairs, name_vectors)
             result.kg_ids.append(kg_id)
     forget_cached_texts()
     result.seconds = round(time.perf_counter() - started, 3)
 
 
-def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pairs: list[dict]) -> None:
-    """Forget ``pairs`` and what follows from them; then the dreamer's summary pairs that name a subject this
+def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pairs: list[dict],
+                 name_vectors: NameVectors) -> None:
+    """Forget ``pairs`` and what follows from them: what consolidation passes wrote after reading their text
+    (undone, and those passes' dream pairs forgotten), then the dreamer's summary pairs that name a subject this
     deleted, and so on until none is left (each round deletes only subjects its own pairs held)."""
     ids, tokens, deleted, touched, texts = [], 0, {}, set(), set()
+    undone = PassWrites(since=min(row["ingested_at"] for row in pairs))
     while pairs:
         batch = {**params, "pair_ids": [row["id"] for row in pairs]}
-        linked = [row["id"] for row in conn.execute(load_sql("forget/linked_subjects"), batch)]
+        linked = [str(row["id"]) for row in conn.execute(load_sql("forget/linked_subjects"), batch)]
         texts |= {row["text"] for row in conn.execute(load_sql("forget/forgotten_texts"), batch)}
         conn.execute(load_sql("forget/delete_pairs"), batch)
-        gone = {row["id"]: row["subject_text"] for row in conn.execute(
+        gone = {str(row["id"]): row["subject_text"] for row in conn.execute(
             load_sql("forget/delete_unlinked_subjects"), {**params, "subject_ids": linked})}
         ids += batch["pair_ids"]
         tokens += sum(row["token_count"] for row in pairs)
         touched |= set(linked)
         deleted |= gone
+        passes_before = set(undone.passes)
+        named_before = set(undone.old_names)
+        _undo_pass_writes(conn, params, ids, touched, undone, name_vectors)
+        deleted |= undone.deleted
+        named = {**gone, **{k: v for k, v in undone.old_names.items() if k not in named_before}}
         pairs = conn.execute(load_sql("forget/dream_pairs_mentioning"), {
-            **params, "dream_session": DREAM_SESSION, "name_patterns": word_patterns(gone.values())}).fetchall() \
-            if gone else []
+            **params, "dream_session": DREAM_SESSION, "name_patterns": word_patterns(named.values())}).fetchall() \
+            if named else []
+        new_passes = sorted(undone.passes - passes_before)
+        if new_passes:
+            taken = {row["id"] for row in pairs}
+            pairs += [row for row in conn.execute(load_sql("forget/dream_pairs_of_passes"), {
+                **params, "dream_session": DREAM_SESSION, "pass_ids": new_passes, "pair_ids": ids})
+                if row["id"] not in taken]
     conn.execute(load_sql("forget/delete_unused_lexemes"), params)  # once, for every round's pairs
-    surviving = sorted(touched - deleted.keys())
+    surviving = sorted((touched | undone.restored) - deleted.keys())
     rebuilt = conn.execute(load_sql("forget/rebuild_descriptions"),
                            {**params, "subject_ids": surviving}).fetchall() if surviving else []
     redacted = conn.execute(load_sql("forget/redact_passes"), {
-        **params, "name_patterns": word_patterns(deleted.values()),
-        "needles": [*map(str, deleted), *map(str, ids), *texts]}).rowcount
+        **params, "name_patterns": word_patterns([*deleted.values(), *undone.old_names.values()]),
+        "pass_ids": sorted(undone.passes), "needles": [*map(str, deleted), *map(str, ids), *texts]}).rowcount
     conn.execute(load_sql("forget/discount_tokens"), {**params, "tokens": tokens})
     # Deleted subjects leave the centroid without moving any vector_changed_at: recompute it now.
     conn.execute(load_sql("retrieval/refresh_profile"), {**params, "centroid_tolerance": 0.0 if deleted else 1.0})
     _record(conn, result.scope, params, pairs=len(ids), subjects_deleted=len(deleted),
-            subjects_rebuilt=len(rebuilt), passes_redacted=redacted)
+            subjects_rebuilt=len({str(r["id"]) for r in rebuilt} | undone.renamed),
+            passes_redacted=redacted)
     result.pair_ids += [str(i) for i in ids]
     result.pairs += len(ids)
     result.subjects_deleted += len(deleted)
-    result.subjects_rebuilt += len(rebuilt)
+    result.subjects_rebuilt += len({str(r["id"]) for r in rebuilt} | undone.renamed)
     result.passes_redacted += redacted
+
+
+@dataclass
+class PassWrites:
+    """What a forget undid of the consolidation passes' writes, accumulated over its rounds."""
+
+    since: datetime  # when the first forgotten pair was saved: no earlier pass read it
+    tainted: set[str] = field(default_factory=set)  # subjects whose text came from forgotten memory
+    passes: set[str] = field(default_factory=set)  # passes that read forgotten text
+    deleted: dict[str, str] = field(default_factory=dict)  # subjects taken out whole, with their names
+    restored: set[str] = field(default_factory=set)  # survivors given back their pairs' text
+    renamed: set[str] = field(default_factory=set)
+    old_names: dict[str, str] = field(default_factory=dict)  # the names passes gave, now gone
+
+
+def _undo_pass_writes(conn: psycopg.Connection, params: dict, pair_ids: list, touched: set,
+                      undone: PassWrites, name_vectors: NameVectors) -> None:
+    """Every subject whose name or description a pass wrote from an input that held forgotten text — a
+    forgotten pair's summary or dream, or a subject whose text came from forgotten memory, transitively — gets
+    back what its remaining pairs say: the name their extraction gave it and a rebuilt description. A subject
+    no pair names (the pass created it) is deleted; one whose given name another subject holds joins that one."""
+    undone.tainted |= touched
+    written: dict[str, str] = {}
+    while True:
+        rows = conn.execute(load_sql("forget/pass_writes_from"), {
+            **params, "pair_ids": pair_ids, "subject_ids": sorted(undone.tainted), "since": undone.since}).fetchall()
+        undone.passes |= {row["pass_id"] for row in rows}
+        found = {row["id"] for row in rows} - undone.tainted
+        if not found:
+            break
+        undone.tainted |= found
+        written |= dict.fromkeys(found, "")
+    if not written:
+        return
+    rows = conn.execute(load_sql("forget/pair_given_names"), {**params, "subject_ids": sorted(written)}).fetchall()
+    made = [row for row in rows if row["name"] is None]
+    joining = [row for row in rows if row["name"] is not None and row["holder_id"] is not None]
+    renamed = [row for row in rows if row["name"] not in (None, row["subject_text"]) and row["holder_id"] is None]
+    if joining:
+        conn.execute(load_sql("forget/move_links"), {**params, "subject_ids": [r["id"] for r in joining],
+                                                     "holder_ids": [r["holder_id"] for r in joining]})
+        undone.restored |= {row["holder_id"] for row in joining}
+    if made or joining:
+        undone.deleted |= {str(row["id"]): row["subject_text"] for row in conn.execute(
+            load_sql("forget/delete_subjects"), {**params, "subject_ids": [r["id"] for r in made + joining]})}
+    kept = [row for row in rows if row["name"] is not None and row["holder_id"] is None]
+    if kept:
+        vectors = dict(zip([r["id"] for r in renamed], name_vectors([r["name"] for r in renamed]), strict=True))
+        conn.execute(load_sql("forget/restore_names"), {
+            **params, "subject_ids": [r["id"] for r in kept], "names": [r["name"] for r in kept],
+            "embeddings": [vectors.get(r["id"]) for r in kept]})
+        undone.restored |= {row["id"] for row in kept}
+        undone.renamed |= {row["id"] for row in renamed}
+    undone.old_names |= {row["id"]: row["subject_text"] for row in rows if row["name"] != row["subject_text"]}
 
 
 def _record(conn: psycopg.Connection, scope: str, params: dict, **counts: int) -> None:
@@ -183,7 +267,7 @@ def _record(conn: psycopg.Connection, scope: str, params: dict, **counts: int) -
 def word_patterns(names: Iterable[str]) -> list[str]:
     """Postgres regular expressions (for ``lower(text) ~ pattern``) matching each name as a whole word of a
     lower-cased text, with its last word in any regular inflection a stored (singular) name stands for: the
-    plural ("Dog" → "dogs", "Berry" → "berries", "Box" → "boxes") and the possessive ("dog's", "dogs'"), but
+    plural ("Dog" → "dogs", "Berry" → "berries", "Box" → "boxes", but "Tim" never "times") and the possessive ("dog's", "dogs'"), but
     never inside another word ("Pea" in "speak", "Bay" in "eBay"). ASCII punctuation (every character a
     pattern gives a meaning) is escaped, so a name is never read as a pattern."""
     patterns = []
@@ -193,11 +277,14 @@ def word_patterns(names: Iterable[str]) -> list[str]:
             continue
         literal = "".join("\\" + c if c.isascii() and not c.isalnum() and not c.isspace() else c for c in name)
         if name[-1].isalpha():
-            # A consonant + y pluralises as -ies ("berry"); any other word ending in a letter takes -s or -es.
+            # A consonant + y pluralises as -ies ("berry"); English adds -es only after s, x, z, ch, sh and o
+            # ("boxes", "potatoes"), so "Tim" never takes "times" nor "Hop" "hopes"; any other letter takes -s.
             if name.endswith("y") and len(name) > 1 and name[-2] not in "aeiou":
                 literal = f"{literal[:-1]}(y|ies)"
-            else:
+            elif name.endswith(("s", "x", "z", "ch", "sh", "o")):
                 literal = f"{literal}(s|es)?"
+            else:
+                literal = f"{literal}s?"
         patterns.append(f"(^|[^[:alnum:]_]){literal}($|[^[:alnum:]_])")
     return patterns
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.storage.embedding_spec import EmbeddingSpec
-from dreaming_dagster.storage.records import validate_identifier
+from dreaming_dagster.storage.records import validate_new_identifier
 
 SECRET_PREFIX = "dd_"
 SHOWN_PREFIX_CHARS = 10  # "dd_" and 7 characters of the secret: enough to tell keys apart in a list
@@ -31,7 +31,7 @@ def secret_hash(secret: str) -> str:
 
 def create_key(database: Database, spec: EmbeddingSpec, kg_id: str, name: str = "") -> tuple[str, dict]:
     """A new key for tenant ``kg_id``: (the secret, shown once; the stored row)."""
-    kg_id = validate_identifier(kg_id, "kg_id")
+    kg_id = validate_new_identifier(kg_id, "kg_id")
     if len(name) > 200:
         raise ValueError("name: at most 200 characters")
     database.ensure_schema(spec)

@@ -141,9 +141,9 @@ def build_mcp_server(settings: DreamingSettings, kg_id: str = "default", *, data
             if everything:
                 result = erase_user(user_id, kg_id, database=database)
             elif session_id is not None:
-                result = forget_session(user_id, session_id, kg_id, database=database)
+                result = forget_session(user_id, session_id, kg_id, database=database, embedder=embedder)
             else:
-                result = forget_pairs(user_id, pair_ids, kg_id, database=database)
+                result = forget_pairs(user_id, pair_ids, kg_id, database=database, embedder=embedder)
         except InvalidInputError as error:
             raise ToolError(str(error)) from None
         return Forgot(pairs=result.pairs, subjects_deleted=result.subjects_deleted,

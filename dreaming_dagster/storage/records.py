@@ -83,6 +83,32 @@ def validate_identifier(value: object, field_name: str) -> str:
     return value
 
 
+# Clients drop these path segments before sending (RFC 3986 dot-segment removal, also spelt %2e), and proxies
+# merge the empty ones "//" makes: an id holding one would reach a different route than the one it names.
+_DOT_SEGMENTS = frozenset({".", ".."})
+
+
+def path_segment_problem(value: str) -> str | None:
+    """Why a URL path cannot carry ``value`` faithfully (None: it can). Checked on every id a save writes."""
+    for segment in value.split("/"):
+        if segment.lower().replace("%2e", ".") in _DOT_SEGMENTS:
+            return (f"{value[:40]!r} holds the path segment {segment!r}, which clients remove from URLs; "
+                    "name it differently")
+        if not segment and "/" in value:
+            return f"{value[:40]!r} starts or ends with '/' or holds '//', which URLs do not carry faithfully"
+    return None
+
+
+def validate_new_identifier(value: object, field_name: str) -> str:
+    """A user_id or kg_id that a save writes: :func:`validate_identifier`'s rule, and not "." or "..". Reads
+    and forgets take :func:`validate_identifier`, so memory saved under such an id stays reachable."""
+    value = validate_identifier(value, field_name)
+    problem = path_segment_problem(value)
+    if problem:
+        raise InvalidInputError(field_name, problem)
+    return value
+
+
 def parse_timestamp(value: object, field_name: str = "occurred_at") -> datetime:
     """ISO 8601 (``Z`` allowed) or LongMemEval's ``2023/04/10 (Mon) 17:50``; naive times are UTC."""
     if isinstance(value, datetime):
@@ -156,6 +182,9 @@ def _parse_pair(raw: object) -> MemoryPair:
     if not isinstance(session_id, str):
         raise InvalidInputError("session_id", "is required (a non-empty string)")
     checked_text(session_id, "session_id", max_chars=MAX_SESSION_ID_CHARS, if_blank="is required (a non-empty string)")
+    problem = path_segment_problem(session_id)
+    if problem:
+        raise InvalidInputError("session_id", problem)
 
     user_message = _message(raw, "user_message")
     assistant_message = _message(raw, "assistant_message")

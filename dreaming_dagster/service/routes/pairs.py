@@ -60,4 +60,5 @@ def forget_pair(pair_id: str, key: Key, service: ServiceDep) -> Forgotten:
     from dreaming_dagster.memory.inspection import pair_owner
 
     owner = found(pair_owner(pair_id, key.kg_id, database=service.database), "pair", pair_id)
-    return Forgotten(**forget_pairs(owner, [pair_id], key.kg_id, database=service.database).as_dict())
+    return Forgotten(**forget_pairs(owner, [pair_id], key.kg_id, database=service.database,
+                                          embedder=service.embedder).as_dict())

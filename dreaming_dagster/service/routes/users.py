@@ -93,11 +93,24 @@ def export_user(user_id: str, key: Key, service: ServiceDep) -> StreamingRespons
 def forget_user_session(user_id: str, session_id: str, key: Key, service: ServiceDep) -> Forgotten:
     from dreaming_dagster.memory.forgetting import forget_session
 
-    return Forgotten(**forget_session(user_id, session_id, key.kg_id, database=service.database).as_dict())
+    return Forgotten(**forget_session(user_id, session_id, key.kg_id, database=service.database,
+                                            embedder=service.embedder).as_dict())
 
 
-@router.delete("", summary="Erase a user: every pair, subject and audit row in this tenant")
-def erase(user_id: str, key: Key, service: ServiceDep) -> Forgotten:
+# The same with the id in the query string, which clients send as it is: the way to forget a session whose id a
+# path cannot carry (saved before such ids were refused: "..", "a/./b", "chat/").
+@router.delete("/sessions", summary="Forget every pair of one session (the id in the query string)")
+def forget_user_session_by_query(user_id: str, session_id: str, key: Key, service: ServiceDep) -> Forgotten:
+    return forget_user_session(user_id, session_id, key, service)
+
+
+# The confirmation repeats the user id, so no other route's path, shortened by a client's dot-segment removal
+# (".../sessions/.." arrives as "/v1/users/alice"), can erase a user.
+@router.delete("", summary="Erase a user: every pair, subject and audit row in this tenant (?confirm=<user_id>)")
+def erase(user_id: str, key: Key, service: ServiceDep, confirm: str | None = None) -> Forgotten:
     from dreaming_dagster.memory.forgetting import erase_user
+    from dreaming_dagster.storage.records import InvalidInputError
 
+    if confirm != user_id:
+        raise InvalidInputError("confirm", f"erasing a user needs ?confirm=<the user id> (here {user_id[:40]!r})")
     return Forgotten(**erase_user(user_id, key.kg_id, database=service.database).as_dict())
