@@ -4,6 +4,7 @@ and the `dg`/`dagster` validation commands run against the project's dagster.yam
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -174,6 +175,18 @@ def test_a_backlog_never_queues_more_sensor_runs_than_users_with_work(database, 
         ended = [run for run in queued() if run.run_id != by_hand.run_id][:5]
         for run in ended:
             instance.report_run_failed(run)
+        # A failed run that run_retries will launch again (after a restart) is in flight: its user gets no new
+        # run beside the retry. Once the retry exists, the retry is what counts.
+        from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
+
+        from dreaming_dagster.defs import run_queue
+
+        assert run_queue.WILL_RETRY_TAG == WILL_RETRY_TAG  # Dagster's tag, named here by its value
+        instance.add_run_tags(ended[0].run_id, {WILL_RETRY_TAG: "true"})
+        again = evaluate_sensor(instance, resources)
+        assert sorted(r.partition_key for r in again.run_requests) == sorted(run.tags["dagster/partition"]
+                                                                              for run in ended[1:])
+        instance.add_run_tags(ended[0].run_id, {AUTO_RETRY_RUN_ID_TAG: "the-retry"})  # the retry ended too
         again = evaluate_sensor(instance, resources)
         assert sorted(r.partition_key for r in again.run_requests) == sorted(run.tags["dagster/partition"]
                                                                               for run in ended)
@@ -298,3 +311,47 @@ def test_the_definitions_match_their_reviewed_snapshot(snapshot, loaded):
     """tests/__snapshots__/test_dagster.ambr is the definitions as last reviewed; after an intended change,
     `pytest -n 0 tests/test_dagster.py --snapshot-update` rewrites it and the diff shows what changed."""
     assert definitions_summary(loaded) == snapshot
+
+
+def test_a_switch_of_partitioning_stops_rebuild_backfills_and_waits_for_its_runs_to_stop(database, embedder16,
+                                                                                       loaded, monkeypatch):
+    """A rebuild (`dreaming dagster rebuild`: an asset backfill, its runs __ASSET_JOB's) queued before a switch
+    would keep asking for partitions the new layout lacks: refused, or canceled with --force. A run told to stop
+    is reported canceled only once it has stopped."""
+    import threading
+
+    from dreaming_dagster.defs.partitions import RunsInFlightError, request_rebuild, switch_partitioning
+
+    database.ensure_schema(embedder16.spec)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(users_partitions.name, ["alice", "bob"])
+        backfill_id, _ = request_rebuild(instance, loaded, ["alice"])
+        asset_run = instance.create_run_for_job(loaded.resolve_implicit_global_asset_job_def(),
+                                                status=dg.DagsterRunStatus.NOT_STARTED,
+                                                tags={"dagster/partition": "alice", "dagster/backfill": backfill_id})
+        with pytest.raises(RunsInFlightError, match="1 dreaming run.* and 1 backfill"):
+            switch_partitioning(instance, database, 4, force=False, max_user_partitions=100)
+        running = instance.create_run_for_job(loaded.resolve_job_def("dreaming_job"),
+                                              status=dg.DagsterRunStatus.STARTED, tags={"dagster/partition": "bob"})
+        stopped_at: list[float] = []
+
+        def cancel(run_id: str) -> bool:  # as the launcher does: SIGINT sent; the worker stops a moment later
+            if run_id != running.run_id:
+                return False
+
+            def stop() -> None:
+                time.sleep(1.0)
+                stopped_at.append(time.monotonic())
+                instance.report_run_canceled(instance.get_run_by_id(run_id), "stopped by its worker")
+
+            threading.Thread(target=stop).start()
+            return True
+
+        monkeypatch.setattr(instance.run_coordinator, "cancel_run", cancel)
+        switch = switch_partitioning(instance, database, 4, force=True, max_user_partitions=100)
+        returned_at = time.monotonic()
+        assert (switch.canceled, switch.backfills_canceled, switch.not_seen_stopping) == (2, 1, 0)
+        assert stopped_at and stopped_at[0] <= returned_at  # the switch waited for the stop
+        assert {instance.get_run_by_id(run.run_id).status for run in (asset_run, running)} == {
+            dg.DagsterRunStatus.CANCELED}
+        assert instance.get_backfill(backfill_id).status.value == "CANCELING"  # the daemon stops its runs

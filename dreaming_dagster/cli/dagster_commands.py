@@ -60,7 +60,12 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
     """Show, or switch, the deployment's partitioning. The choice is kept in the memory database; Dagster's
     processes read it when the code location loads (restart `dreaming ui`, or reload the code location).
     Run history, asset events and the memory stay as they are."""
-    from dreaming_dagster.defs.partitions import RunsInFlightError, change_partitioning, current_partitioning
+    from dreaming_dagster.defs.partitions import (
+        CANCEL_WAIT_SECONDS,
+        RunsInFlightError,
+        change_partitioning,
+        current_partitioning,
+    )
     from dreaming_dagster.pipeline.buckets import describe_layout
 
     if buckets is not None and per_user:
@@ -75,6 +80,9 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
         fail(str(exc))
     click.echo(f"partitioning: {describe_layout(wanted)} (was {describe_layout(previous)})"
                + (f"; canceled {switch.canceled:,} run(s) of the old partitions" if switch.canceled else "")
+               + (f" ({switch.not_seen_stopping:,} still running after {CANCEL_WAIT_SECONDS:.0f} s, marked "
+                  "canceled)" if switch.not_seen_stopping else "")
+               + (f"; canceled {switch.backfills_canceled:,} backfill(s)" if switch.backfills_canceled else "")
                + ("" if wanted else f"; registered {switch.registered:,} user partition(s)")
                + (f"; {switch.reconciled:,} user(s) shown dreamed again" if switch.reconciled else ""))
     click.echo("restart `dreaming ui` (or reload the code location) to load it")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from dreaming_dagster.defs.run_queue import DREAMING_JOB
 from dreaming_dagster.pipeline import buckets as bucketing
 from dreaming_dagster.sql import load_sql
 
@@ -53,7 +54,7 @@ class Layout:
         tick: the deployment's partitioning changed since that code location loaded (:meth:`stale`)."""
         if context.repository_def is None:
             raise ValueError("the sensor context has no definitions: build it with definitions=defs()")
-        layout = cls.of_partitions(context.repository_def.get_job("dreaming_job").partitions_def)
+        layout = cls.of_partitions(context.repository_def.get_job(DREAMING_JOB).partitions_def)
         stale = layout.stale(database)
         return dg.SkipReason(stale) if stale else layout
 

@@ -1,5 +1,7 @@
 import dagster as dg
 
+from dreaming_dagster.defs.run_queue import DREAMING_JOB, REBUILD_JOB
+
 # A run's steps share one process (one code load, one model load) instead of a process a step: the stages
 # of one user (or of a bucket of users) are a few seconds of work against seconds of start-up a process.
 # Re-execution from a failed step and the pools' limits hold in-process too.
@@ -9,7 +11,7 @@ import dagster as dg
 # (Materialize → select partitions) to backfill, one run per user; with buckets, for every user of the
 # chosen buckets (a few buckets a run, the assets' BackfillPolicy).
 rebuild_user_graph = dg.define_asset_job(
-    name="rebuild_user_graph",
+    name=REBUILD_JOB,
     selection=dg.AssetSelection.groups("dreaming"),
     config={"ops": {"pair_subjects": {"config": {"rebuild": True}},
                     "memory_pairs": {"config": {"every_user": True}}}},
@@ -21,7 +23,7 @@ rebuild_user_graph = dg.define_asset_job(
 # The main job: every asset of the dreaming group for one partition. Later stages join the group and so
 # join this job without changes here.
 dreaming_job = dg.define_asset_job(
-    name="dreaming_job",
+    name=DREAMING_JOB,
     selection=dg.AssetSelection.groups("dreaming"),  # partitioned like every asset it selects
     executor_def=dg.in_process_executor,
     description="Dream for one user (or for the users of a hash bucket with work): every stage of the dreaming "

@@ -8,7 +8,12 @@ import psycopg
 from dreaming_dagster.defs.layout import Layout, users_partitions
 from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
-from dreaming_dagster.defs.run_queue import GRAPH_WRITING_JOBS, SENSOR_RUN_TAGS, partitions_in_flight
+from dreaming_dagster.defs.run_queue import (
+    GRAPH_WRITING_JOBS,
+    SENSOR_RUN_TAGS,
+    USER_MEMORY_JOB,
+    partitions_in_flight,
+)
 from dreaming_dagster.pipeline.pending_work import (
     RETRY_AFTER_SECONDS,
     TRAINING_KG_ID,
@@ -164,7 +169,7 @@ def user_request_runs(instance: dg.DagsterInstance) -> dict[str, list[dg.Dagster
     """The latest runs of user_memory_job by the user their config names (the config holds the user id in
     either partitioning, so an erased user's runs must go too)."""
     by_user: dict[str, list[dg.DagsterRun]] = defaultdict(list)
-    for run in instance.get_runs(filters=dg.RunsFilter(job_name="user_memory_job"), limit=USER_REQUEST_RUNS_SCANNED):
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name=USER_MEMORY_JOB), limit=USER_REQUEST_RUNS_SCANNED):
         user_id = (run.run_config or {}).get("ops", {}).get("user_request", {}).get("config", {}).get("user_id")
         if isinstance(user_id, str):
             by_user[user_id].append(run)

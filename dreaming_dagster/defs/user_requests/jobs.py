@@ -9,6 +9,7 @@ from dreaming_dagster.defs.resources import (
     EmbedderResource,
     LLMResource,
 )
+from dreaming_dagster.defs.run_queue import USER_MEMORY_JOB
 
 
 class UserRequestConfig(dg.Config):
@@ -52,7 +53,8 @@ def user_request(context: dg.OpExecutionContext, config: UserRequestConfig, drea
     context.add_output_metadata({"action": config.action, **counts, "seconds": result.seconds})
 
 
-@dg.job(description="Dream, rebuild or forget one user on demand (config: user_id, action, kg_id), in either "
+@dg.job(name=USER_MEMORY_JOB,
+        description="Dream, rebuild or forget one user on demand (config: user_id, action, kg_id), in either "
                     "partitioning; runs at the default priority, ahead of the sensors' runs.",
         executor_def=dg.in_process_executor)
 def user_memory_job():
