@@ -62,3 +62,19 @@ def test_the_projects_storage_keeps_its_connections_where_dagster_postgres_opens
     assert kept_events == events > 30
     assert kept <= 10, kept
     assert opened >= events, opened
+
+
+def test_kept_connections_survive_a_postgres_restart(pg_admin_url, monkeypatch):
+    """A restart ends every connection the storage keeps; the next statement (a run worker's event write) still
+    succeeds, on a new connection."""
+    url = embedded.fresh_database_url(pg_admin_url, "dagster")
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    monkeypatch.setenv(STORAGE_URL_VARIABLE, url.replace("postgresql://", "postgresql+psycopg2://", 1))
+    with dg.DagsterInstance.from_config(str(PROJECT_ROOT)) as instance:
+        assert dg.materialize([counted], instance=instance).success  # every part's connection opened and kept
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            ended = admin.execute("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                  "WHERE datname = %s AND pid <> pg_backend_pid()) AS t", (name,)).fetchone()[0]
+        assert ended >= 2
+        result = dg.materialize([counted], instance=instance)  # no retry: the first statement must succeed
+        assert result.success and len(instance.get_runs()) == 2

@@ -8,7 +8,9 @@ its webserver (``optimize_for_webserver``), without that webserver's statement t
 it under ``storage: custom``; its config is dagster-postgres' (``postgres_url`` naming psycopg2).
 
 Processes never share a connection: Dagster starts run workers and step processes with spawn or a fork
-server, neither of which inherits an open connection.
+server, neither of which inherits an open connection. A kept connection is checked before each use (SQLAlchemy's
+pre-ping): after a Postgres restart its first statement would fail, and in a run worker that statement is an
+event write, which would fail the run.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class PooledPostgresStorage(DagsterPostgresStorage):
         for part in (self.run_storage, self.event_log_storage, self.schedule_storage):
             part.optimize_for_webserver(statement_timeout=NO_STATEMENT_TIMEOUT, pool_recycle=POOL_RECYCLE_S,
                                         max_overflow=MAX_OVERFLOW)
+            # create_engine(pool_pre_ping=True) sets the same flag; dagster-postgres builds the engine itself.
+            part._engine.pool._pre_ping = True  # noqa: SLF001 - tests/test_instance_storage.py pins it
 
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> PooledPostgresStorage:
