@@ -348,7 +348,7 @@ def throughput(args, admin_url: str, home: Path) -> dict:
     os.environ.update({"DAGSTER_HOME": str(home), "DREAMING_DATABASE_URL": url, "DREAMING_LLM_PROVIDER": "offline"})
     import dagster as dg
 
-    from dreaming_dagster.defs.run_launcher import LocalRunLauncher
+    from dreaming_dagster.instance.run_launcher import LocalRunLauncher
 
     warm, spawning, plain = (LocalRunLauncher(warm_workers=True), LocalRunLauncher(warm_workers=False),
                              LocalRunLauncher(warm_workers=True))

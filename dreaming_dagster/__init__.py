@@ -1,5 +1,11 @@
 """dreaming-dagster: background memory consolidation for AI companions, orchestrated by Dagster."""
 
+import os
+
+# ONNX Runtime records telemetry in a SQLite file it opens on import (and would send it): nothing here sends
+# anything, and a forked run worker must not inherit an open database file. Set it to 0 to allow it.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
 from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_pairs
 from dreaming_dagster.storage.records import InvalidInputError, MemoryPair, Rejection
 

@@ -42,6 +42,33 @@ def test_dead_handles_are_forgotten(tmp_path):
     assert json.loads((tmp_path / HANDLE_LIST).read_text()) == [os.getpid()]
 
 
+def test_a_forked_worker_ending_without_exit_hooks_lets_go_of_the_server(tmp_path):
+    """A run worker forked by the fork server ends with os._exit, which runs no exit hook: it releases the
+    embedded server itself, so the last process holding it stops it instead of leaving it up with a dead
+    handle."""
+    pgdata = tmp_path / "pgdata"
+    code = ("import os, sys\nfrom pathlib import Path\nfrom dreaming_dagster.storage import embedded\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    embedded.embedded_url(Path(sys.argv[1]))  # the worker is the only process holding the server\n"
+            "    if sys.argv[2] == 'release':\n"
+            "        embedded.release_handles()\n"
+            "    os._exit(0)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+    try:
+        for way in ("keep", "release"):  # without the release, the server outlives its last process
+            subprocess.run([sys.executable, "-c", code, str(pgdata), way], check=True, timeout=300,
+                           env=clean_env(tmp_path / "unused"))
+            assert (pgdata / "postmaster.pid").exists() == (way == "keep")
+            if way == "keep":
+                assert json.loads((pgdata / HANDLE_LIST).read_text())  # a dead handle
+        assert json.loads((pgdata / HANDLE_LIST).read_text()) == []
+    finally:
+        if (pgdata / "postmaster.pid").exists():
+            embedded.stop(pgdata)
+
+
 def start_without_handle(pgdata: Path) -> None:
     """Start the embedded server as pg_ctl would, listed in no process's handle, so this process holds none."""
     from pgserver import pg_ctl
@@ -235,10 +262,11 @@ def test_dreaming_ui_stopped_while_the_daemon_launches_a_run_leaves_no_process(t
             return ""
 
     def run_worker_started() -> bool:
-        # The launcher forks a run's worker from its fork server (defs/run_workers.py).
-        found = ours()
-        servers = {process.pid for process in found if "multiprocessing.forkserver" in command_line(process)}
-        return any(parent(process) in servers for process in found if process.pid not in servers)
+        # The launcher forks a run's worker from its fork server (instance/run_workers.py): a worker is a process
+        # of the server's command line whose parent is one too.
+        forked = {process.pid: process for process in ours()
+                  if "dreaming_dagster.instance.fork_server" in command_line(process)}
+        return any(parent(process) in forked for process in forked.values())
 
     def parent(found: psutil.Process) -> int | None:
         try:

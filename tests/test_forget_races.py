@@ -9,6 +9,7 @@ import time
 import uuid
 
 import psycopg
+import pytest
 
 import dreaming_dagster as dd
 from dreaming_dagster.consolidation.consolidators import OfflineConsolidator
@@ -149,12 +150,15 @@ def test_forgetting_sessions_while_a_sync_indexes_deferred_pairs(database, embed
         assert [w for w in lexemes(database, user) if w.startswith(f"qz{attempt}")] == []
 
 
+@pytest.mark.parametrize("layout_buckets", [4, 0], ids=["hash buckets", "a partition a user"])
 def test_users_erased_while_syncs_passes_and_dagster_runs_race_leave_no_byte_anywhere(cli_env, database_url,
-                                                                                      pg_admin_url):
+                                                                                      pg_admin_url, layout_buckets):
     """The canary: four users erased (two by `erase_user`, two by `user_memory_job`) while their fast-path
-    syncs, consolidation passes and Dagster's bucket runs race the erasures. Afterwards no line of a data-only
-    dump of the memory database names them or their cousin, and none of Dagster's storage (Postgres, as the
-    product runs it) names them; the bystanders' memory is whole and dreamed."""
+    syncs, consolidation passes and Dagster's runs (of their bucket, or of their own partition) race the
+    erasures, at least one erasure overlapping another piece of its user's work. Afterwards no line of a
+    data-only dump of the memory database names them or their cousin, and none of Dagster's storage (Postgres,
+    as the product runs it, the sensors' ticks recorded) names them; the bystanders' memory is whole and
+    dreamed."""
     import json
     import os
     import subprocess
@@ -164,7 +168,7 @@ def test_users_erased_while_syncs_passes_and_dagster_runs_race_leave_no_byte_any
     from dreaming_dagster.pipeline import buckets
     from tests.conftest import PROJECT_ROOT
 
-    buckets.write_layout(default_database(), 4)
+    buckets.write_layout(default_database(), layout_buckets)
     dagster_url = embedded.fresh_database_url(pg_admin_url, "dagster").replace("postgresql://", "postgresql+psycopg2://", 1)
     completed = subprocess.run([sys.executable, "-m", "tests.erasure_canary_scenario"], cwd=PROJECT_ROOT,
                                capture_output=True, text=True, timeout=900,
@@ -173,6 +177,7 @@ def test_users_erased_while_syncs_passes_and_dagster_runs_race_leave_no_byte_any
     assert completed.returncode == 0, completed.stderr[-3000:]
     seen = json.loads(completed.stdout)
     assert seen["errors"] == [] and seen["pairs_left_at_second_erasure"] == 0
+    assert seen["overlapping_erasures"] >= 1, seen  # the race happened
     assert seen["bystander_pairs"] == {"bystander-a": 9, "bystander-b": 9}
     memory = embedded.data_dump(database_url)
     dagster = embedded.data_dump(dagster_url.replace("postgresql+psycopg2://", "postgresql://", 1))

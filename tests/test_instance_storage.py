@@ -1,4 +1,4 @@
-"""Dagster's own storage as the project's dagster.yaml configures it (defs/instance_storage.py): the same
+"""Dagster's own storage as the project's dagster.yaml configures it (instance/storage.py): the same
 dagster-postgres tables, a process keeping its connections instead of opening one a statement."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from dreaming_dagster.config.dagster_env import STORAGE_URL_VARIABLE
-from dreaming_dagster.defs.instance_storage import PooledPostgresStorage
+from dreaming_dagster.instance.storage import PooledPostgresStorage
 from dreaming_dagster.storage import embedded
 from tests.conftest import PROJECT_ROOT
 

@@ -1,5 +1,5 @@
 """A run whose worker process died stays "Started" for ever under Dagster's default launcher: the project's
-launcher (defs/run_launcher.py) tells the run monitoring daemon whether a run's worker still exists, so such a
+launcher (instance/run_launcher.py) tells the run monitoring daemon whether a run's worker still exists, so such a
 run is marked failed within one poll interval, and a live worker's run is left alone."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 from dagster._core.events import EngineEventData
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
-from dreaming_dagster.defs.run_launcher import LocalRunLauncher, worker_started
+from dreaming_dagster.instance.run_launcher import LocalRunLauncher, worker_started
 
 pytestmark = pytest.mark.slow  # starts Dagster's daemon and run workers
 
@@ -66,7 +66,7 @@ def test_a_recycled_pid_is_a_dead_worker():
     """The worker's pid reported long before the process that holds it now started: another process's."""
     from dagster._core.launcher.base import WorkerStatus
 
-    from dreaming_dagster.defs.run_launcher import worker_status
+    from dreaming_dagster.instance.run_launcher import worker_status
 
     assert worker_status(os.getpid(), time.time())[0] == WorkerStatus.RUNNING
     assert worker_status(os.getpid(), time.time() - 10 * 24 * 3600)[0] == WorkerStatus.NOT_FOUND

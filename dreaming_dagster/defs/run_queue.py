@@ -12,7 +12,7 @@ import dagster as dg
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 # Set by Dagster on a failed run that run_retries will launch again (dagster._core.storage.tags.WILL_RETRY_TAG;
-# tests/test_run_workers.py pins it).
+# tests/test_dagster.py pins it).
 WILL_RETRY_TAG = "dagster/will_retry"
 
 # Each job's name, once: the definitions, the sensors and the partitioning switch read them here.

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 import warnings
 from functools import cache
 from pathlib import Path
@@ -109,6 +110,17 @@ def _server(pgdata: Path, shared_buffers: str):
     # alive stops the server.
     atexit.register(_forget_dead_handles_locked, pgdata)
     return server
+
+
+def release_handles() -> None:
+    """What this process's exit hooks would do for the embedded servers it holds: let go of each (the last
+    process alive stops it). For processes that end without exit hooks: forked run workers end with os._exit."""
+    if "pgserver" not in sys.modules:
+        return
+    pgserver, _ = _server_class()
+    for pgdata, server in list(pgserver.PostgresServer._instances.items()):
+        _forget_dead_handles_locked(pgdata)
+        server.cleanup()  # pgserver's exit hook: stops the server only when this was its last handle
 
 
 def _forget_dead_handles_locked(pgdata: Path) -> None:

@@ -6,6 +6,7 @@ import dagster as dg
 import psycopg
 
 from dreaming_dagster.defs.layout import Layout, users_partitions
+from dreaming_dagster.defs.partition_records import forget_partition_records, forget_runs_records
 from dreaming_dagster.defs.pipeline.jobs import dreaming_job
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
 from dreaming_dagster.defs.run_queue import (
@@ -117,8 +118,8 @@ def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingD
     cursor = {"seq": rows[-1]["seq"] if rows else cursor["seq"], "forget": last_forget}
     registering = layout.register_users(context, (row["user_id"] for row in rows),
                                         dreaming_db.settings().dagster_max_user_partitions)[0]
-    requests = [*registering, *([users_partitions.build_delete_request(gone)] if gone else [])]
-    if not events and not requests and last_forget == json.loads(context.cursor or '{"forget": 0}')["forget"]:
+    requests = registering
+    if not events and not requests and not gone and last_forget == json.loads(context.cursor or '{"forget": 0}')["forget"]:
         return dg.SkipReason("no fast-path sync or forget since the last look")
     return dg.SensorResult(asset_events=events, dynamic_partitions_requests=requests, cursor=json.dumps(cursor))
 
@@ -144,20 +145,26 @@ def bucket_sync_events(rows, layout: Layout) -> list[dg.AssetMaterialization]:
 
 
 def forget_partition(instance: dg.DagsterInstance, user_id: str) -> bool:
-    """Delete the runs of a user's partition (:func:`forget_runs`); False, deleting nothing, while one is still
-    queued or running. The partition's runless events stay in the event log (Dagster's open-source storages
-    cannot wipe one partition's): they hold the user id and counts, no memory text."""
-    return forget_runs(instance, instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": user_id})))
+    """Delete the runs of a user's partition (:func:`forget_runs`) and every other record of the partition in
+    Dagster's storage (runless events, check results, sensor ticks: defs/partition_records.py); False, deleting
+    nothing, while one of its runs is still queued or running."""
+    if not forget_runs(instance, instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": user_id}))):
+        return False
+    # Deleted here rather than by the tick's request: the daemon records a tick's requests in the tick.
+    instance.delete_dynamic_partition(users_partitions.name, user_id)
+    forget_partition_records(instance, user_id)
+    return True
 
 
 def forget_runs(instance: dg.DagsterInstance, runs: list[dg.DagsterRun]) -> bool:
-    """Delete ``runs`` with their event logs and captured compute logs (a log may quote memory); False,
-    deleting nothing, while one of them is not finished."""
+    """Delete ``runs`` with their event logs, asset check results and captured compute logs (a log may quote
+    memory); False, deleting nothing, while one of them is not finished."""
     if not all(run.is_finished for run in runs):
         return False
     for run in runs:
         instance.compute_log_manager.delete_logs(prefix=[run.run_id])
         instance.delete_run(run.run_id)
+    forget_runs_records(instance, [run.run_id for run in runs])
     return True
 
 

@@ -1,4 +1,4 @@
-"""What the run workers' fork server holds before it forks a run's process (defs/run_workers.py): the
+"""What the run workers' fork server holds before it forks a run's process (fork_server.py): the
 libraries a run's steps import (transformers' tokenizers alone take a second), the code location's modules
 (its definitions built once, which imports every asset's module), spaCy's English pipeline and the token
 counter's encoding. Importing this module loads them; only the fork server imports it.

@@ -2,9 +2,10 @@
 warm run workers, and the one thing it lacks for run monitoring: telling whether a run's worker still exists.
 
 Warm workers (``warm_workers: true``, the default): a run's process is forked from a server that has the code
-location and its libraries loaded (defs/run_workers.py) instead of started as a new interpreter by the code
-server. A run whose code is another interpreter's, or ``warm_workers: false``, goes through the code server
-as Dagster's default launcher does. Either way the UI's "Terminate" stops the run.
+location and its libraries loaded (run_workers.py) instead of started as a new interpreter by the code server.
+A run whose code is another interpreter's, ``warm_workers: false``, or a fork server that cannot start (its
+preload failed: an engine event on the run says why) goes through the code server as Dagster's default
+launcher does. Either way the UI's "Terminate" stops the run.
 
 Without that, a run whose worker died with the UI (Ctrl-C, a kill, a reboot) stays "Started" forever: it
 holds a run slot and its user's partition (one run a partition), and the sensors never ask for that user
@@ -23,7 +24,14 @@ import psutil
 from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher, Field
 from dagster._core.launcher.base import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 
-from dreaming_dagster.defs.run_workers import RunWorkers, can_fork_for
+from dreaming_dagster.instance.run_workers import (
+    PRELOAD,
+    WORKER_PID_TAG,
+    ForkServerUnavailable,
+    RunWorkers,
+    can_fork_for,
+    tagged_worker,
+)
 
 WORKER_STARTED = "Started process for run"
 # A worker's process starts a moment before it reports its pid; a process younger than the report by more
@@ -37,9 +45,9 @@ class LocalRunLauncher(DefaultRunLauncher):
     """:class:`dagster.DefaultRunLauncher` that forks warm run workers, whose workers the run monitoring
     daemon can check."""
 
-    def __init__(self, inst_data=None, warm_workers: bool = True):
+    def __init__(self, inst_data=None, warm_workers: bool = True, preload: str = PRELOAD):
         super().__init__(inst_data=inst_data)
-        self._workers = RunWorkers() if warm_workers else None
+        self.workers = RunWorkers(preload) if warm_workers else None
 
     @classmethod
     def config_type(cls):
@@ -53,29 +61,41 @@ class LocalRunLauncher(DefaultRunLauncher):
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
-        if self._workers is None or not can_fork_for(run):
+        if self.workers is None or not can_fork_for(run):
             return super().launch_run(context)
         location = context.workspace.get_code_location(
             run.remote_job_origin.repository_origin.code_location_origin.location_name) if context.workspace else None
         self._instance.add_run_tags(run.run_id, {FORKED_WORKER_TAG: "true"})
-        self._workers.start(self._instance, run, getattr(location, "server_id", None))
+        try:
+            self.workers.start(self._instance, run, getattr(location, "server_id", None))
+        except ForkServerUnavailable as error:
+            self._instance.add_run_tags(run.run_id, {FORKED_WORKER_TAG: "false"})
+            self._instance.report_engine_event(f"no warm run worker ({error}); the code server starts the run",
+                                               run, cls=self.__class__)
+            return super().launch_run(context)
         self._run_ids.add(run.run_id)
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)
         if run is None or run.is_finished:
             return False
-        if FORKED_WORKER_TAG not in run.tags:
+        if run.tags.get(FORKED_WORKER_TAG) != "true":
             return super().terminate(run_id)
         self._instance.report_run_canceling(run)
-        started = worker_started(self._instance, run_id)
-        status = worker_status(*started)[0] if started else WorkerStatus.NOT_FOUND
-        if status != WorkerStatus.RUNNING:
+        # Read after the canceling status is written: a worker whose pid is not recorded yet will find its run
+        # canceled (run_workers.py), one whose pid is gets the signal.
+        run = self._instance.get_run_by_id(run_id)
+        pid = tagged_worker(run) if run is not None else None
+        if pid is None:
+            if run is not None and WORKER_PID_TAG not in run.tags:
+                self._instance.report_engine_event("the run's worker is starting: it will not start the run", run,
+                                                   cls=self.__class__)
+                return True
             self._instance.report_engine_event("the run's worker is not running: nothing to stop", run,
                                                cls=self.__class__)
             return False
         # The worker turns SIGINT into Dagster's interrupt: the run stops between steps' writes, as canceled.
-        os.kill(started[0], signal.SIGINT)
+        os.kill(pid, signal.SIGINT)
         return True
 
     @property
