@@ -56,13 +56,13 @@ def run_demo(users: int = 5, questions_per_user: int = 8, dataset: Path | None =
     """Ingest the demo users and materialize each user's partition through Dagster. Returns a summary."""
     import dagster as dg
 
-    from dreaming_dagster.config.dagster_env import configure_dagster_environment
-    from dreaming_dagster.config.runtime import default_database, default_settings
+    from dreaming_dagster.dagster_env import configure_dagster_environment
     from dreaming_dagster.definitions import defs as load_defs
     from dreaming_dagster.defs.layout import Layout, users_partitions
     from dreaming_dagster.ingest.embedding import user_stats
     from dreaming_dagster.ingest.save import save_pairs
     from dreaming_dagster.pipeline.graph_reports import graph_stats, top_subjects
+    from dreaming_dagster.process_defaults import default_database, default_settings
 
     console = console or Console()
     started = time.perf_counter()

@@ -7,10 +7,10 @@ import sys
 
 import dagster as dg
 
-from dreaming_dagster.config.runtime import default_database
 from dreaming_dagster.definitions import defs
 from dreaming_dagster.pipeline import buckets
 from dreaming_dagster.pipeline.sync import save_and_sync
+from dreaming_dagster.process_defaults import default_database
 
 USERS = [f"user-{n:02d}" for n in range(12)]  # tests/test_buckets.py saves their pairs
 

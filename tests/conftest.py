@@ -237,7 +237,7 @@ def clear_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("DREAMING_") or name == "DAGSTER_HOME":
             monkeypatch.delenv(name)
-    from dreaming_dagster.config.runtime import reset_defaults
+    from dreaming_dagster.process_defaults import reset_defaults
 
     reset_defaults()
 
@@ -256,7 +256,7 @@ def point_cli_at(monkeypatch: pytest.MonkeyPatch, database_url: str, templates: 
 @pytest.fixture
 def clean_env(monkeypatch):
     """Settings from the test alone (:func:`clear_settings`), the defaults reset after it."""
-    from dreaming_dagster.config.runtime import reset_defaults
+    from dreaming_dagster.process_defaults import reset_defaults
 
     clear_settings(monkeypatch)
     yield monkeypatch

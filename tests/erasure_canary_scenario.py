@@ -13,7 +13,6 @@ import time
 
 import dagster as dg
 
-from dreaming_dagster.config.runtime import default_database, default_embedder
 from dreaming_dagster.consolidation.consolidators import OfflineConsolidator
 from dreaming_dagster.consolidation.passes import PassPolicy, run_pass
 from dreaming_dagster.definitions import defs
@@ -22,6 +21,7 @@ from dreaming_dagster.memory.forgetting import erase_user
 from dreaming_dagster.pipeline import buckets
 from dreaming_dagster.pipeline.refiners import OfflineRefiner
 from dreaming_dagster.pipeline.sync import sync_user
+from dreaming_dagster.process_defaults import default_database, default_embedder
 
 VICTIMS = [f"canary-victim-{n}" for n in range(4)]
 BYSTANDERS = ["bystander-a", "bystander-b"]

@@ -154,8 +154,8 @@ def test_bucket_mode_end_to_end(cli_env, database, embedder16):
 
 def project_instance(env) -> dg.DagsterInstance:
     """The Dagster instance the CLI uses (the project's dagster.yaml, storage beside the test's database)."""
-    from dreaming_dagster.config.dagster_env import STORAGE_URL_VARIABLE, dagster_storage_url, project_root
     from dreaming_dagster.config.settings import DreamingSettings
+    from dreaming_dagster.dagster_env import STORAGE_URL_VARIABLE, dagster_storage_url, project_root
 
     env.setenv("DAGSTER_HOME", str(project_root()))
     env.setenv(STORAGE_URL_VARIABLE, dagster_storage_url(DreamingSettings()))

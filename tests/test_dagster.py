@@ -320,7 +320,8 @@ def test_a_switch_of_partitioning_stops_rebuild_backfills_and_waits_for_its_runs
     is reported canceled only once it has stopped."""
     import threading
 
-    from dreaming_dagster.defs.partitions import RunsInFlightError, request_rebuild, switch_partitioning
+    from dreaming_dagster.defs.graph_rebuilds import request_rebuild
+    from dreaming_dagster.defs.partitioning_switch import RunsInFlightError, switch_partitioning
 
     database.ensure_schema(embedder16.spec)
     with dg.instance_for_test() as instance:

@@ -131,7 +131,7 @@ def _child_sleep_running(parent_pid: int) -> bool:
 
 SHOW_SHARED_BUFFERS = """
 import psycopg
-from dreaming_dagster.config.runtime import default_database
+from dreaming_dagster.process_defaults import default_database
 with psycopg.connect(default_database().url) as conn:
     print(conn.execute("SHOW shared_buffers").fetchone()[0])
 """

@@ -164,8 +164,8 @@ def test_users_erased_while_syncs_passes_and_dagster_runs_race_leave_no_byte_any
     import subprocess
     import sys
 
-    from dreaming_dagster.config.runtime import default_database
     from dreaming_dagster.pipeline import buckets
+    from dreaming_dagster.process_defaults import default_database
     from tests.conftest import PROJECT_ROOT
 
     buckets.write_layout(default_database(), layout_buckets)

@@ -75,7 +75,7 @@ def test_the_fast_path_flags_and_unflags_hubs_from_what_it_linked(database, embe
 
 
 def test_a_changed_hub_rule_reflags_on_the_next_run_without_new_pairs(database, embedder16, clean_env):
-    from dreaming_dagster.config.runtime import reset_defaults
+    from dreaming_dagster.process_defaults import reset_defaults
 
     save_pairs("mel", chat_log(), database=database, embedder=embedder16)
     assert sync_user("mel", database=database, embedder=embedder16, report=True).graph[0]["hubs"] >= 1

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 import yaml
 
-from dreaming_dagster.config.dagster_env import STORAGE_URL_VARIABLE
+from dreaming_dagster.dagster_env import STORAGE_URL_VARIABLE
 from dreaming_dagster.instance.storage import PooledPostgresStorage
 from dreaming_dagster.storage import embedded
 from tests.conftest import PROJECT_ROOT

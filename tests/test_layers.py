@@ -7,12 +7,12 @@ import ast
 from tests.conftest import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "dreaming_dagster"
-# Bottom to top. A unit is a folder of the package (config's modules each count alone) or a top-level module.
+# Bottom to top. A unit is a folder of the package or a top-level module.
 LAYERS = [
-    {"config.settings", "config.dagster_env", "sql", "storage", "process_groups"},  # settings, SQL, connections,
+    {"config", "sql", "storage", "process_groups"},  # settings, SQL, connections,
     # records, locks, process groups
     {"hubs", "embeddings", "onnx_encoder", "llm", "extraction", "prompts", "dates"},  # models and parsers
-    {"config.runtime"},  # the process's defaults, built from the two layers below
+    {"process_defaults", "dagster_env"},  # the process's defaults and Dagster's environment, from the layers below
     {"ingest", "retrieval", "pipeline", "consolidation", "memory", "training", "reembed", "reporting"},  # the work
     {"defs", "instance", "service", "cli", "demo", "definitions", ""},  # what users run
 ]
@@ -21,8 +21,7 @@ ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def unit(module: str) -> str:
-    parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "config" else parts[0]
+    return module.split(".")[0]
 
 
 def layer(module: str) -> int:
@@ -41,7 +40,7 @@ def import_arrows() -> set[tuple[str, str]]:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dreaming_dagster."):
                 target = node.module.removeprefix("dreaming_dagster.")
                 folder = PACKAGE.joinpath(*target.split("."))
-                for alias in node.names:  # `from dreaming_dagster.config import runtime` imports config.runtime
+                for alias in node.names:  # `from dreaming_dagster.config import settings` imports config.settings
                     submodule = (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
                     arrows.add((module, f"{target}.{alias.name}" if submodule else target))
     return arrows
@@ -135,7 +134,7 @@ def test_no_two_modules_of_the_package_share_a_name_and_none_is_too_big_to_hold(
 
 def test_at_most_two_modules_of_the_code_location_know_how_it_is_partitioned():
     """The layout (a partition a user, or hash buckets) is decided in defs/layout.py and recorded by
-    defs/partitions.py (the switch); every other module of defs/ asks a Layout it is handed or reads off the
+    defs/partitioning_switch.py (the switch); every other module of defs/ asks a Layout it is handed or reads off the
     definitions, so no asset, job or sensor branches on a global."""
     knowing = set()
     for path in (PACKAGE / "defs").rglob("*.py"):
@@ -148,4 +147,4 @@ def test_at_most_two_modules_of_the_code_location_know_how_it_is_partitioned():
         if "dreaming_dagster.pipeline.buckets" in names or {"read_layout", "deployment_layout"} & called:
             knowing.add(path.relative_to(PACKAGE).as_posix())
         assert "global" not in {type(node).__name__.lower() for node in ast.walk(tree)}, path
-    assert knowing == {"defs/layout.py", "defs/partitions.py"}
+    assert knowing == {"defs/layout.py", "defs/partitioning_switch.py"}

@@ -16,7 +16,6 @@ from fastapi.testclient import TestClient
 
 import dreaming_dagster as dd
 from dreaming_dagster.cli import main
-from dreaming_dagster.config.runtime import reset_defaults
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.defs.pipeline.sensors import fast_path_sensor, pending_pairs_sensor
 from dreaming_dagster.defs.resources import DreamingDatabaseResource
@@ -24,6 +23,7 @@ from dreaming_dagster.extraction.extractors import OfflineExtractor
 from dreaming_dagster.ingest.save import BatchRejectedError, save_validated_pairs
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
 from dreaming_dagster.pipeline.sync import save_and_sync
+from dreaming_dagster.process_defaults import reset_defaults
 from dreaming_dagster.retrieval.recaller import Recaller
 from dreaming_dagster.service import api_keys
 from dreaming_dagster.service.app import create_app

@@ -93,7 +93,7 @@ def test_every_public_function_repeatedly_from_8_threads_at_once(api_env, monkey
     from psycopg_pool import ConnectionPool
 
     import dreaming_dagster as dd
-    from dreaming_dagster.config.runtime import default_database
+    from dreaming_dagster.process_defaults import default_database
     from dreaming_dagster.retrieval import default_recaller
 
     # 8 threads share the API's pool of 4 connections. No call may take a second connection of a pool while

@@ -61,7 +61,7 @@ def dreaming(pg_admin_url, migrated_templates, openai_stub_server):
     """Four users' pairs saved, not dreamed, in one database, instance and code server for the module (each
     test dreams users the ones before it left alone, or ones already dreamed); the workers read this database
     (the environment at fork-server start)."""
-    from dreaming_dagster.config.runtime import reset_defaults
+    from dreaming_dagster.process_defaults import reset_defaults
 
     url = embedded.fresh_database_url(pg_admin_url, "t")
     database = ScratchDatabase(url, migrated_templates)

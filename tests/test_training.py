@@ -347,6 +347,19 @@ def test_the_network_is_chosen_by_the_worst_distribution_and_a_tie_goes_to_the_s
     assert choose_hidden({(128, 64): [0.10, 0.11, 0.10], (): [0.02, 0.03, 0.02]}) == (128, 64)
 
 
+def test_the_fallback_weight_is_the_one_whose_worst_distribution_scores_best():
+    """Built so that the best mean (2.0: 0.675) and the best single score (2.0 on oracle) point elsewhere: only the
+    worst distribution's score picks 0.5."""
+    from dreaming_dagster.training.fit import FitReport
+
+    report = FitReport(outcomes={}, split=None, predicted_types={}, classifier_dev_accuracy=0.0,
+                       fallback_dev_ndcg10={"0.25": {"oracle": 0.40, "locomo": 0.48},
+                                            "0.5": {"oracle": 0.50, "locomo": 0.50},
+                                            "2.0": {"oracle": 0.90, "locomo": 0.45}})
+    assert report.fallback_weight == 0.5
+    assert FitReport(outcomes={}, split=None, predicted_types={}, classifier_dev_accuracy=0.0).fallback_weight is None
+
+
 def test_a_part_pays_only_by_more_than_the_seeds_spread():
     from dreaming_dagster.training.fit import part_verdict
 

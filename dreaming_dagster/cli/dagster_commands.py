@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from dreaming_dagster.cli.console import fail
-from dreaming_dagster.config.runtime import default_settings
+from dreaming_dagster.process_defaults import default_settings
 from dreaming_dagster.storage.records import validate_identifier
 
 
@@ -17,7 +17,7 @@ def run_with_dagster_env(argv: list[str]) -> int:
     """Run ``argv`` with Dagster pointed at the project's dagster.yaml and storage, in its own process group
     (process_groups.py). On the embedded default this process holds the server for as long as ``argv`` runs,
     and the server stops when the last process using it exits."""
-    from dreaming_dagster.config.dagster_env import configure_dagster_environment
+    from dreaming_dagster.dagster_env import configure_dagster_environment
     from dreaming_dagster.process_groups import run_in_process_group
 
     configure_dagster_environment(default_settings())
@@ -60,7 +60,7 @@ def dagster_partitioning(buckets: int | None, per_user: bool, force: bool) -> No
     """Show, or switch, the deployment's partitioning. The choice is kept in the memory database; Dagster's
     processes read it when the code location loads (restart `dreaming ui`, or reload the code location).
     Run history, asset events and the memory stay as they are."""
-    from dreaming_dagster.defs.partitions import (
+    from dreaming_dagster.defs.partitioning_switch import (
         CANCEL_WAIT_SECONDS,
         RunsInFlightError,
         change_partitioning,
@@ -95,7 +95,7 @@ def dagster_rebuild(user_ids: tuple[str, ...]) -> None:
     run by the daemon of `dreaming ui`, whose status in the UI follows its runs (with hash buckets, every user
     of the users' buckets is rebuilt)."""
     from dreaming_dagster.definitions import defs
-    from dreaming_dagster.defs.partitions import rebuild_users
+    from dreaming_dagster.defs.graph_rebuilds import rebuild_users
 
     users = [validate_identifier(user, "user_id") for user in user_ids]
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dreaming_dagster.config.runtime import default_settings
+from dreaming_dagster.process_defaults import default_settings
 
 
 @click.group()

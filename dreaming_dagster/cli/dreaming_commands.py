@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dreaming_dagster.cli.console import checked_user, exit_on_sigterm, fail, progress_bar, wide_console
-from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
+from dreaming_dagster.process_defaults import default_database, default_embedder, default_settings
 from dreaming_dagster.storage.records import InvalidInputError
 
 

@@ -11,10 +11,10 @@ import click
 import psycopg
 
 from dreaming_dagster.cli.console import console, fail, progress_bar, wide_console
-from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
 from dreaming_dagster.ingest.files import ingest_records
 from dreaming_dagster.ingest.readers import LineRecord, read_jsonl, read_longmemeval
 from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult
+from dreaming_dagster.process_defaults import default_database, default_embedder, default_settings
 from dreaming_dagster.storage.records import InvalidInputError, Rejection, validate_identifier
 
 _ingest_options = [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dreaming_dagster.config.runtime import default_embedder
+from dreaming_dagster.process_defaults import default_embedder
 
 
 @click.group()

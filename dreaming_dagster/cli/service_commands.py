@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dreaming_dagster.cli.console import fail
-from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
+from dreaming_dagster.process_defaults import default_database, default_embedder, default_settings
 from dreaming_dagster.storage.records import InvalidInputError
 
 

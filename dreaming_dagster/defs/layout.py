@@ -135,7 +135,7 @@ class Layout:
 def deployment_layout() -> Layout:
     """The deployment's partitioning, read from the memory database. A deployment whose embedded database was
     never created has none yet: one partition a user."""
-    from dreaming_dagster.config.runtime import default_database, default_settings
+    from dreaming_dagster.process_defaults import default_database, default_settings
 
     settings = default_settings()
     never_created = settings.uses_embedded_database and not (settings.pgdata_dir / "PG_VERSION").exists()

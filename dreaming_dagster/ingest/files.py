@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 
-from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
 from dreaming_dagster.ingest.readers import LineRecord
 from dreaming_dagster.ingest.save import BatchRejectedError, SaveResult, save_validated_pairs
+from dreaming_dagster.process_defaults import default_database, default_embedder, default_settings
 from dreaming_dagster.storage.records import (
     InvalidInputError,
     MemoryPair,

@@ -209,8 +209,8 @@ def sessions_in_date_order(questions: Iterable[dict[str, Any]]) -> list[dict[str
 
 def default_dataset_path() -> Path:
     """DREAMING_LONGMEMEVAL_PATH (the settings' ``longmemeval_path``), else the shared oracle file."""
-    from dreaming_dagster.config.dagster_env import project_root
     from dreaming_dagster.config.settings import DreamingSettings
+    from dreaming_dagster.dagster_env import project_root
 
     explicit = DreamingSettings().longmemeval_path
     if explicit:
@@ -221,13 +221,13 @@ def default_dataset_path() -> Path:
 
 def default_haystacks_path() -> Path:
     """The shared `_S` haystacks of the ranker's training questions (each question's own ~50 sessions)."""
-    from dreaming_dagster.config.dagster_env import project_root
+    from dreaming_dagster.dagster_env import project_root
 
     return (project_root() / _SHARED_S_TRAIN).resolve()
 
 
 def default_locomo_path() -> Path:
     """The shared LoCoMo conversations (people chatting; the ranker's third distribution)."""
-    from dreaming_dagster.config.dagster_env import project_root
+    from dreaming_dagster.dagster_env import project_root
 
     return (project_root() / _SHARED_LOCOMO).resolve()

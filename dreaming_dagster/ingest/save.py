@@ -240,7 +240,7 @@ def save_pairs(user_id: str, pairs: Iterable[object], kg_id: str = "default", *,
     the record index, field and reason), embedded and embedding_pending. See the module docstring for
     the all-or-nothing vs per-record rules.
     """
-    from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
+    from dreaming_dagster.process_defaults import default_database, default_embedder, default_settings
 
     user_id = validate_new_identifier(user_id, "user_id")
     kg_id = validate_new_identifier(kg_id, "kg_id")

@@ -12,7 +12,7 @@ def ready_database(database: Database | None, embedder: Embedder | None = None) 
     given (an import embeds); a given database otherwise keeps the model it records (a service built with
     another embedder than the environment's reads and forgets its own memory); the default database is
     checked against the default embedder."""
-    from dreaming_dagster.config.runtime import default_database, default_embedder
+    from dreaming_dagster.process_defaults import default_database, default_embedder
 
     if embedder is not None:
         database = database or default_database()

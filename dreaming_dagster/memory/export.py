@@ -113,7 +113,7 @@ def import_records(records: Iterable[tuple[str, object]], user_id: str, kg_id: s
     """Import an export's records ((where, record) in file order, the header first) as ``user_id``'s memory in
     the graph ``kg_id``. The whole file is checked first (:func:`read_export`: a bad record is refused with
     its line and field named); then everything is stored in one transaction, so a failure stores nothing."""
-    from dreaming_dagster.config.runtime import default_embedder
+    from dreaming_dagster.process_defaults import default_embedder
 
     user_id, kg_id = validate_new_identifier(user_id, "user_id"), validate_new_identifier(kg_id, "kg_id")
     embedder = embedder or default_embedder()

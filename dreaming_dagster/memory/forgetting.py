@@ -134,7 +134,7 @@ def _forget(database: Database, result: Forgotten, kg_id: str, selection: dict, 
         if not names:
             return []
         if embedder is None:
-            from dreaming_dagster.config.runtime import default_embedder
+            from dreaming_dagster.process_defaults import default_embedder
 
             embedder = default_embedder()
             database.ensure_schema(embedder.spec)  # refuses a model other than the one the memory records

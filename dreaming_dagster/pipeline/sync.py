@@ -154,9 +154,9 @@ def sync_user(user_id: str, *, database: Database | None = None, embedder: Embed
     janitor, the hub rule for every subject (a lowered DREAMING_GRAPH_HUB_SHARE takes effect), then the
     graph's shape (``SyncResult.graph``) and the graph checks — which costs time in proportion to the
     user's memory (`dreaming sync` asks for it; an agent between two turns usually does not)."""
-    from dreaming_dagster.config.runtime import default_database, default_embedder, default_settings
     from dreaming_dagster.extraction.extractors import extractor_from_settings
     from dreaming_dagster.pipeline.refiners import refiner_from_settings
+    from dreaming_dagster.process_defaults import default_database, default_embedder, default_settings
 
     user_id = validate_identifier(user_id, "user_id")
     kg_id = validate_identifier(kg_id, "kg_id") if kg_id else None  # refused before any stage runs

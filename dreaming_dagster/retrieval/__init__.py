@@ -9,18 +9,18 @@ from datetime import datetime
 from operator import methodcaller
 from typing import TYPE_CHECKING
 
-from dreaming_dagster.config import runtime
+from dreaming_dagster.process_defaults import cache, default_database, default_embedder, default_settings
 
 if TYPE_CHECKING:
     from dreaming_dagster.retrieval.recaller import Recaller, RecallResult
 
 
-@runtime.cache(close=methodcaller("close"))
+@cache(close=methodcaller("close"))
 def default_recaller() -> Recaller:
     """The process's recaller over the default database, embedder and settings (built once)."""
     from dreaming_dagster.retrieval.recaller import Recaller
 
-    return Recaller.from_settings(runtime.default_database(), runtime.default_embedder(), runtime.default_settings())
+    return Recaller.from_settings(default_database(), default_embedder(), default_settings())
 
 
 def recall(user_id: str, query: str, k: int = 10, session_id: str | None = None,

@@ -1,13 +1,13 @@
-"""Changing how the dreaming assets are partitioned (``dreaming dagster partitioning``), and rebuilding users'
-graphs as a backfill of their partitions. How each layout partitions is defs/layout.py's."""
+"""Switching how the dreaming assets are partitioned (``dreaming dagster partitioning``): a partition a user, or
+hash buckets of users. How each layout partitions is defs/layout.py's."""
 
 import time
 from dataclasses import dataclass
 
 import dagster as dg
 
-from dreaming_dagster.defs.layout import Layout, users_partitions
-from dreaming_dagster.defs.run_queue import DREAMING_JOB, REBUILD_JOB, WILL_RETRY_TAG
+from dreaming_dagster.defs.layout import users_partitions
+from dreaming_dagster.defs.run_queue import DREAMING_JOB, WILL_RETRY_TAG
 from dreaming_dagster.pipeline import buckets as bucketing
 from dreaming_dagster.sql import load_sql
 
@@ -103,33 +103,6 @@ def switch_partitioning(instance: dg.DagsterInstance, database, buckets: int, *,
     return switch
 
 
-def request_rebuild(instance: dg.DagsterInstance, loaded: dg.Definitions, user_ids: list[str]) -> tuple[str, list[str]]:
-    """Queue a rebuild of ``user_ids``' graphs as an asset backfill of the dreaming assets (the daemon runs it):
-    its status follows its runs, where a job backfill from Dagster's command line reads complete as soon as
-    its runs are submitted. Returns the backfill id and the partitions it covers (the users, or with hash
-    buckets the buckets holding them: every user of those buckets is rebuilt)."""
-    from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.utils import make_new_backfill_id
-
-    job = loaded.resolve_job_def(REBUILD_JOB)
-    layout = Layout.of_partitions(job.partitions_def)
-    partitions = sorted(layout.partitions_of(user_ids))
-    if layout.per_user:
-        known = set(instance.get_dynamic_partitions(users_partitions.name))
-        missing = [user for user in partitions if user not in known]
-        if missing:
-            raise ValueError(f"not a users partition (no memory dreamed yet?): {', '.join(missing[:5])}")
-    backfill = PartitionBackfill.from_asset_partitions(
-        backfill_id=make_new_backfill_id(), asset_graph=loaded.resolve_asset_graph(), partition_names=partitions,
-        asset_selection=sorted(job.asset_layer.executable_asset_keys, key=str), backfill_timestamp=time.time(),
-        tags={}, dynamic_partitions_store=instance, all_partitions=False,
-        title=f"rebuild {len(user_ids)} user graph(s)", description=None,
-        run_config={"ops": {"pair_subjects": {"config": {"rebuild": True}},
-                            "memory_pairs": {"config": {"every_user": True}}}})
-    instance.add_backfill(backfill)
-    return backfill.backfill_id, partitions
-
-
 def current_partitioning() -> int:
     """The deployment's partitioning as recorded in the memory database (0: one partition a user)."""
     from dreaming_dagster.memory import ready_database
@@ -140,7 +113,7 @@ def current_partitioning() -> int:
 def change_partitioning(settings, buckets: int, *, force: bool) -> tuple[int, Switch]:
     """Switch the deployment to ``buckets`` (0: one partition a user) on the project's Dagster instance:
     :func:`switch_partitioning`, returning the partitioning it replaced too."""
-    from dreaming_dagster.config.dagster_env import configure_dagster_environment
+    from dreaming_dagster.dagster_env import configure_dagster_environment
     from dreaming_dagster.memory import ready_database
 
     database = ready_database(None)
@@ -150,12 +123,3 @@ def change_partitioning(settings, buckets: int, *, force: bool) -> tuple[int, Sw
         switch = switch_partitioning(instance, database, buckets, force=force,
                                      max_user_partitions=settings.dagster_max_user_partitions)
     return previous, switch
-
-
-def rebuild_users(settings, loaded: dg.Definitions, user_ids: list[str]) -> tuple[str, list[str]]:
-    """:func:`request_rebuild` on the project's Dagster instance."""
-    from dreaming_dagster.config.dagster_env import configure_dagster_environment
-
-    configure_dagster_environment(settings)
-    with dg.DagsterInstance.get() as instance:
-        return request_rebuild(instance, loaded, user_ids)
