@@ -159,32 +159,37 @@ class Scripted:
 
 def test_what_a_pass_wrote_from_forgotten_text_is_undone_and_what_it_wrote_before_it_stays(database, database_url,
                                                                                           local_embedder):
-    """A pass reads the canary pair's summary and writes its word into a description, a new name and a new
-    subject, none of them linked to that pair; forgetting the pair undoes all three and forgets the pass's dream
-    pair. A pass that never read the forgotten pair keeps what it wrote."""
-    ids = dreamed(database, local_embedder, "alice", exchanges("a", canary_at=(5,)))
+    """A pass reads the canary pair (its summary, and Rachel, whom it also names) and writes the canary's word
+    into Rachel's description and name, into Marcus's (no link to that pair) and into a new subject; forgetting
+    the pair undoes all of it and forgets the pass's dream pair. A pass that never read the forgotten pair keeps
+    what it wrote."""
+    dreamed(database, local_embedder, "alice", exchanges("a"))
+    (canary,) = dreamed(database, local_embedder, "alice", [
+        {"session_id": "a-s8", "user_message": f"My sister Rachel is friends with {CANARY} Quibbleworth now.",
+         "assistant_message": "A new friend!", "occurred_at": "2026-05-01T10:00:00Z"}])
     names = {s["name"]: s["subject_id"] for s in dd.list_subjects("alice", limit=500, database=database)}
     rachel, marcus = names["Rachel"], names["Marcus"]
     given = dd.read_subject("alice", marcus, database=database)["description"]
     report = run_pass(database, local_embedder, Scripted([
         {"op": "update_description", "subject": rachel, "description": f"Sister of the user; friends with {CANARY}."},
+        {"op": "rename_subject", "subject": rachel, "name": f"Rachel {CANARY}"},
         {"op": "update_description", "subject": marcus, "description": f"The brother; a trip with {CANARY}."},
         {"op": "rename_subject", "subject": marcus, "name": f"Trip With {CANARY}"},
         {"op": "create_subject", "name": f"{CANARY} Family", "type": "other", "description": "a family"},
     ], summary=f"Linked Rachel to the {CANARY} family."), "alice", policy=PassPolicy(backfill_on_first_run=False))
-    assert report.count("applied") == 4, report.diff_markdown()
+    assert report.count("applied") == 5, report.diff_markdown()
     later = dreamed(database, local_embedder, "alice", [
         {"session_id": "a-s9", "user_message": "Priya brought her new puppy Biscuit to the park.",
          "assistant_message": "Puppies love parks.", "occurred_at": "2026-06-01T10:00:00Z"}])
     # The later pair came after the pass: forgetting it leaves what the pass wrote.
     assert forget_pairs("alice", later, database=database).pairs == 1
-    assert CANARY in dd.read_subject("alice", rachel, database=database)["description"]
+    assert CANARY in dd.read_subject("alice", marcus, database=database)["description"]
 
-    result = forget_pairs("alice", [ids[5]], database=database, embedder=local_embedder)
+    result = forget_pairs("alice", [canary], database=database, embedder=local_embedder)
 
     assert result.pairs == 2  # the canary pair and the pass's dream pair, which retold it
     assert CANARY.lower() not in embedded.data_dump(database_url).lower()
-    assert CANARY not in dd.read_subject("alice", rachel, database=database)["description"]
+    assert dd.read_subject("alice", rachel, database=database)["name"] == "Rachel"  # linked to it, renamed by the pass
     restored = dd.read_subject("alice", marcus, database=database)
     assert restored["name"] == "Marcus" and restored["description"] == given
     with database.connect() as conn:

@@ -224,16 +224,15 @@ def _undo_pass_writes(conn: psycopg.Connection, params: dict, pair_ids: list, to
     back what its remaining pairs say: the name their extraction gave it and a rebuilt description. A subject
     no pair names (the pass created it) is deleted; one whose given name another subject holds joins that one."""
     undone.tainted |= touched
-    written: dict[str, str] = {}
+    written: set[str] = set()  # a subject linked to a forgotten pair among them: its name may be a pass's too
     while True:
         rows = conn.execute(load_sql("forget/pass_writes_from"), {
             **params, "pair_ids": pair_ids, "subject_ids": sorted(undone.tainted), "since": undone.since}).fetchall()
         undone.passes |= {row["pass_id"] for row in rows}
-        found = {row["id"] for row in rows} - undone.tainted
-        if not found:
+        written |= {row["id"] for row in rows}
+        if written <= undone.tainted:
             break
-        undone.tainted |= found
-        written |= dict.fromkeys(found, "")
+        undone.tainted |= written
     if not written:
         return
     rows = conn.execute(load_sql("forget/pair_given_names"), {**params, "subject_ids": sorted(written)}).fetchall()
