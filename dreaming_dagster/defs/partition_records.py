@@ -27,21 +27,25 @@ def forget_runs_records(instance: dg.DagsterInstance, run_ids: Sequence[str]) ->
             conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id.in_(run_ids)))
 
 
-def forget_partition_records(instance: dg.DagsterInstance, partition_key: str) -> None:
-    """Every record of ``partition_key`` left in Dagster's storage after its runs were deleted (see the module's
-    docstring). Call it only for a key that is a user id."""
+def forget_partition_records(instance: dg.DagsterInstance, partition_keys: Sequence[str]) -> None:
+    """Every record of ``partition_keys`` left in Dagster's storage after their runs were deleted (see the
+    module's docstring). Call it only for keys that are user ids."""
+    if not partition_keys:
+        return
     events = SqlEventLogStorageTable
     with instance.event_log_storage.index_connection() as conn:
         ids = [row[0] for row in conn.execute(
-            events.select().with_only_columns(events.c.id).where(events.c.partition == partition_key))]
+            events.select().with_only_columns(events.c.id).where(events.c.partition.in_(partition_keys)))]
         for start in range(0, len(ids), 1000):
             conn.execute(AssetEventTagsTable.delete().where(AssetEventTagsTable.c.event_id.in_(ids[start:start + 1000])))
-        conn.execute(events.delete().where(events.c.partition == partition_key))
-        conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.partition == partition_key))
+        conn.execute(events.delete().where(events.c.partition.in_(partition_keys)))
+        conn.execute(AssetCheckExecutionsTable.delete().where(
+            AssetCheckExecutionsTable.c.partition.in_(partition_keys)))
     # A tick body is JSON naming the key in the partitions it added and in its run requests and run keys
     # ("alice:3:…"): a tick holding it anywhere goes (a tick of a user whose id holds this one's too).
-    holding = "%" + partition_key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     with instance.schedule_storage.connect() as conn:
-        conn.execute(JobTickTable.delete().where(JobTickTable.c.tick_body.like(holding, escape="\\")))
+        for key in partition_keys:
+            holding = "%" + key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            conn.execute(JobTickTable.delete().where(JobTickTable.c.tick_body.like(holding, escape="\\")))
     # The cached status lists each asset's materialized partitions; it is rebuilt from the events on next read.
     instance.wipe_asset_cached_status(list(instance.get_asset_keys()))

@@ -194,13 +194,13 @@ def _forget_rows(conn: psycopg.Connection, result: Forgotten, params: dict, pair
     conn.execute(load_sql("forget/discount_tokens"), {**params, "tokens": tokens})
     # Deleted subjects leave the centroid without moving any vector_changed_at: recompute it now.
     conn.execute(load_sql("retrieval/refresh_profile"), {**params, "centroid_tolerance": 0.0 if deleted else 1.0})
+    rebuilt_count = len({str(r["id"]) for r in rebuilt} | undone.renamed)
     _record(conn, result.scope, params, pairs=len(ids), subjects_deleted=len(deleted),
-            subjects_rebuilt=len({str(r["id"]) for r in rebuilt} | undone.renamed),
-            passes_redacted=redacted)
+            subjects_rebuilt=rebuilt_count, passes_redacted=redacted)
     result.pair_ids += [str(i) for i in ids]
     result.pairs += len(ids)
     result.subjects_deleted += len(deleted)
-    result.subjects_rebuilt += len({str(r["id"]) for r in rebuilt} | undone.renamed)
+    result.subjects_rebuilt += rebuilt_count
     result.passes_redacted += redacted
 
 

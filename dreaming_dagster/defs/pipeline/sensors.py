@@ -104,6 +104,7 @@ def fast_path_sensor(context: dg.SensorEvaluationContext, dreaming_db: DreamingD
     # it ends (deleted under a live worker, its later events would be orphans naming the user), and the forget
     # stays unhandled for a later tick to finish.
     gone = [user_id for user_id in partitions if user_id in without_memory and forget_partition(context.instance, user_id)]
+    forget_partition_records(context.instance, gone)  # once for the tick's users: it rewrites every asset's status
     finished = all([*(user_id in gone for user_id in partitions if user_id in without_memory),
                     *(forget_runs(context.instance, runs) for user_id, runs in requested.items()
                       if user_id in without_memory)])
@@ -145,14 +146,13 @@ def bucket_sync_events(rows, layout: Layout) -> list[dg.AssetMaterialization]:
 
 
 def forget_partition(instance: dg.DagsterInstance, user_id: str) -> bool:
-    """Delete the runs of a user's partition (:func:`forget_runs`) and every other record of the partition in
-    Dagster's storage (runless events, check results, sensor ticks: defs/partition_records.py); False, deleting
-    nothing, while one of its runs is still queued or running."""
+    """Delete the runs of a user's partition (:func:`forget_runs`) and the partition; False, deleting nothing,
+    while one of its runs is still queued or running. The partition's other records in Dagster's storage go
+    after (defs/partition_records.py)."""
     if not forget_runs(instance, instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": user_id}))):
         return False
     # Deleted here rather than by the tick's request: the daemon records a tick's requests in the tick.
     instance.delete_dynamic_partition(users_partitions.name, user_id)
-    forget_partition_records(instance, user_id)
     return True
 
 
