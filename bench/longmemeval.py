@@ -1,14 +1,15 @@
-"""train_ranker_job on three distributions, side by side in one run: results tables and each asset's wall time.
+"""train_ranker_job on four distributions, side by side in one run: results tables and each asset's wall time.
 
     .venv/bin/python bench/longmemeval.py [--training-questions 20] [--epochs 50] [--seed 0] [--ship]
                                           [--data-dir DIR [--memories-only [MEMORY ...]]]
 
-Runs the six ranker assets through Dagster (an ephemeral instance) with the project's default providers
+Runs the seven ranker assets through Dagster (an ephemeral instance) with the project's default providers
 (all-MiniLM-L6-v2 embeddings and the offline extractor unless DREAMING_* says otherwise): the pooled
 oracle (one user, every session), the `_S` haystacks of the dev and test questions and of
 ``--training-questions`` training ones (one user a question), LoCoMo's conversations between people (one user
-a conversation), their pools, the models and the evaluation: each distribution's held-out part (the oracle's
-validation questions, the `_S` test haystacks, LoCoMo's test conversation) and its dev part, per question type.
+a conversation), RealMem's personas (one user a persona, each query asked as of its session's start), their
+pools, the models and the evaluation: each distribution's held-out part (the oracle's validation questions, the
+`_S` test haystacks, LoCoMo's test conversation, RealMem's test persona) and its dev part, per question type.
 
 By default every memory is built from nothing in a temporary directory (the `_S` haystacks are most of the
 time); ``--data-dir`` keeps them in an embedded Postgres there for the next run, and ``--memories-only``
@@ -55,7 +56,7 @@ from dreaming_dagster.training.longmemeval import file_sha256
 from dreaming_dagster.training.variants import PUBLISHED_VERSION
 from dreaming_dagster.training.workspace import RankerWorkspace
 
-MEMORIES = ["longmemeval_memory", "longmemeval_haystacks", "locomo_memory"]
+MEMORIES = ["longmemeval_memory", "longmemeval_haystacks", "locomo_memory", "realmem_memory"]
 ASSETS = [*MEMORIES, "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 
 
@@ -77,6 +78,7 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, default=None, help="the oracle-format file pooled as one user")
     parser.add_argument("--haystacks", type=Path, default=None, help="the `_S` haystacks file")
     parser.add_argument("--locomo", type=Path, default=None, help="the LoCoMo file (conversations between people)")
+    parser.add_argument("--realmem", type=Path, default=None, help="the RealMem directory (a companion's personas)")
     parser.add_argument("--training-questions", type=int, default=20)
     parser.add_argument("--held-out-questions", type=int, default=None,
                         help="`_S` dev and test haystacks, a stratified sample of this many each (default: all)")
@@ -104,6 +106,7 @@ def main() -> None:
                                              "training_questions": args.training_questions,
                                              "held_out_questions": args.held_out_questions}},
         "locomo_memory": {"config": {"dataset_path": str(args.locomo.resolve()) if args.locomo else ""}},
+        "realmem_memory": {"config": {"dataset_path": str(args.realmem.resolve()) if args.realmem else ""}},
         "longmemeval_pools": {"config": {"pool_size": args.pool_size, "lexical_pool_size": args.lexical_pool_size}},
         "ranker_model": {"config": {"epochs": args.epochs, "seed": args.seed, "promote": False}}}}
 
@@ -159,7 +162,7 @@ def main() -> None:
                          "shipped": ships, "path": str(SHIPPED_RANKER.relative_to(ROOT))}
 
     memory, haystack_memory = metadata["longmemeval_memory"], metadata["longmemeval_haystacks"]
-    locomo_memory = metadata["locomo_memory"]
+    locomo_memory, realmem_memory = metadata["locomo_memory"], metadata["realmem_memory"]
     command = "bench/longmemeval.py " + " ".join(sys.argv[1:])
     results = {
         "command": command, "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -171,6 +174,7 @@ def main() -> None:
         "memory": {k: v for k, v in memory.items() if k not in ("questions_by_type", "dataset")},
         "haystack_memory": {k: v for k, v in haystack_memory.items() if k != "dataset"},
         "locomo_memory": {k: v for k, v in locomo_memory.items() if k != "dataset"},
+        "realmem_memory": {k: v for k, v in realmem_memory.items() if k != "dataset"},
         "keys": keys,
         "pools": {k: v for k, v in metadata["longmemeval_pools"].items()
                   if k not in ("by_question_type", "questions_table", "candidates_table")},
@@ -202,6 +206,9 @@ def main() -> None:
               f"LoCoMo memory: {locomo_memory['users']} conversations, {locomo_memory['questions']} questions "
               f"({locomo_memory.get('train_questions', 0)} train, {locomo_memory.get('dev_questions', 0)} dev, "
               f"{locomo_memory.get('test_questions', 0)} test)",
+              f"RealMem memory: {realmem_memory['users']} personas, {realmem_memory['questions']} queries "
+              f"({realmem_memory.get('train_questions', 0)} train, {realmem_memory.get('dev_questions', 0)} dev, "
+              f"{realmem_memory.get('test_questions', 0)} test), each asked as of its session's start",
               f"Shipped model: {'yes' if ships else 'no'} · v6 sha256 `{shipped_model['sha256']}`",
               "", "| asset | wall time (s) |", "|---|---:|",
               *[f"| {name} | {seconds.get(name, float('nan'))} |" for name in ASSETS],

@@ -40,6 +40,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ORACLE = PROJECT_ROOT.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
 HAYSTACKS = ORACLE.with_name("longmemeval_s_train.json.gz")
 LOCOMO = PROJECT_ROOT.parent / "shared" / "data" / "locomo" / "locomo_train5.json"
+REALMEM = PROJECT_ROOT.parent / "shared" / "data" / "realmem"
 
 
 def reference_sql(name: str) -> str:
@@ -313,6 +314,30 @@ def trimmed_locomo(tmp_path_factory):
     path = tmp_path_factory.mktemp("locomo") / "locomo_slice.json"
     path.write_text(json.dumps(records))
     return path
+
+
+# One RealMem persona of each part (train, dev, test), for the trimmed memory.
+SLICE_PERSONAS = ("Adeleke_Okonjo", "Liam_O_Connor", "Lin_Wanyu")
+
+
+@pytest.fixture(scope="session")
+def trimmed_realmem(tmp_path_factory):
+    """Three RealMem personas (one of each part) cut to the sessions up to their second query's, without the
+    filler sessions: a companion memory that embeds in seconds, files in RealMem's own format."""
+    directory = tmp_path_factory.mktemp("realmem")
+    for persona in SLICE_PERSONAS:
+        name = f"{persona}_dialogues_256k.json"
+        record = json.loads((REALMEM / name).read_text())
+        kept, queries = [], 0
+        for session in record["dialogues"]:
+            asks = sum(bool(turn.get("is_query")) for turn in session["dialogue_turns"])
+            if not session["session_identifier"].startswith("Enhanced:") or asks:
+                kept.append(session)
+            queries += asks
+            if queries >= 2:
+                break
+        (directory / name).write_text(json.dumps({**record, "dialogues": kept}))
+    return directory
 
 
 # Of the slice's questions, the two whose `_S` haystacks the slice's split chooses (one dev, one training).

@@ -67,16 +67,18 @@ def test_question_type_bench(tmp_path):
     assert run_bench("question_type", out=tmp_path / "r.json")["cv_accuracy_5_fold"] > 0
 
 
-def test_longmemeval_bench(tmp_path, trimmed_haystacks, trimmed_locomo):
+def test_longmemeval_bench(tmp_path, trimmed_haystacks, trimmed_locomo, trimmed_realmem):
     run_bench("longmemeval", "--limit-questions", "12", "--haystacks", str(trimmed_haystacks), "--locomo",
-              str(trimmed_locomo), "--training-questions", "3", "--epochs", "1", "--out-dir", str(tmp_path))
+              str(trimmed_locomo), "--realmem", str(trimmed_realmem), "--training-questions", "3", "--epochs", "1",
+              "--out-dir", str(tmp_path))
     result = json.loads((tmp_path / "longmemeval.json").read_text())
     assert result["haystack_memory"]["questions"] == 2 and result["locomo_memory"]["questions"] == 40
-    assert list(result["evaluation"]["overall"]) == ["oracle validation", "`_S` test", "LoCoMo test", "oracle dev",
-                                                     "`_S` dev", "LoCoMo dev"]
+    assert result["realmem_memory"]["questions"] == 7
+    assert list(result["evaluation"]["overall"]) == ["oracle validation", "`_S` test", "LoCoMo test", "RealMem test",
+                                                     "oracle dev", "`_S` dev", "LoCoMo dev", "RealMem dev"]
     assert result["memory"]["pairs_inserted"] > 0  # built from nothing by default
     assert result["shipped_model"]["shipped"] is False and len(result["shipped_model"]["sha256"]) == 64
-    assert (tmp_path / "longmemeval.md").read_text().count("by question type") == 6
+    assert (tmp_path / "longmemeval.md").read_text().count("by question type") == 8
 
 
 def test_graph_bench(tmp_path):

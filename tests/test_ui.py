@@ -26,13 +26,14 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DREAMING = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
 RANKER = ["longmemeval_memory", "longmemeval_haystacks", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 # The smallest run that fills every page the tests open: one process for all steps (a step process per
-# asset would import torch and Dagster four times over), 8 questions, the suite's trimmed haystacks and
-# LoCoMo conversations (conftest), one epoch, one seed, one network.
+# asset would import torch and Dagster four times over), 8 questions, the suite's trimmed haystacks, LoCoMo
+# conversations and RealMem personas (conftest), one epoch, one seed, one network.
 RANKER_CONFIG = """execution: {{config: {{in_process: {{}}}}}}
 ops:
   longmemeval_memory: {{config: {{limit_questions: 8, user_prefix: longmemeval-ui}}}}
   longmemeval_haystacks: {{config: {{dataset_path: "{haystacks}", training_questions: 1, limit_questions: 1}}}}
   locomo_memory: {{config: {{dataset_path: "{locomo}"}}}}
+  realmem_memory: {{config: {{dataset_path: "{realmem}"}}}}
   longmemeval_pools: {{config: {{pool_size: 20}}}}
   ranker_model: {{config: {{epochs: 1, promote: false, seeds: [0], hidden_choices: [[]]}}}}
 """
@@ -82,14 +83,15 @@ def serve_ui(data_dir: Path, env: dict):
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory, trimmed_haystacks, trimmed_locomo):
+def ui(tmp_path_factory, trimmed_haystacks, trimmed_locomo, trimmed_realmem):
     data_dir = tmp_path_factory.mktemp("ui")
     env = _env(data_dir)
     dreaming = str(BIN / "dreaming")
     subprocess.run([dreaming, "demo", "--users", "1", "--questions-per-user", "2"], cwd=PROJECT_ROOT, env=env,
                    check=True, capture_output=True, timeout=600)
     config = data_dir / "ranker.yaml"
-    config.write_text(RANKER_CONFIG.format(haystacks=trimmed_haystacks, locomo=trimmed_locomo))
+    config.write_text(RANKER_CONFIG.format(haystacks=trimmed_haystacks, locomo=trimmed_locomo,
+                                             realmem=trimmed_realmem))
     subprocess.run([dreaming, "exec", "--", "dagster", "job", "execute", "-m", "dreaming_dagster.definitions", "-j",
                     "train_ranker_job", "-c", str(config)], cwd=PROJECT_ROOT, env=env, check=True,
                    capture_output=True, timeout=900)

@@ -202,7 +202,10 @@ def _another_occurrence(match: re.Match, function: Rule, found: TimeRange, ref: 
         moved = span(shift(found.first_day, 7 * step), shift(found.last_day, 7 * step), found.granularity,
                       found.certainty)
     elif function is holiday:  # Easter and the days counted from it move within the year
-        day = HOLIDAYS[re.sub(r"\s+", " ", groups["holiday"].lower())](found.first_day.year + step)
+        year = found.first_day.year + step
+        if not 1 <= year <= 9999:  # a year before 1 or after 9999: keep what was read
+            return found
+        day = HOLIDAYS[re.sub(r"\s+", " ", groups["holiday"].lower())](year)
         moved = span(day, day, found.granularity, found.certainty)
     elif function in _YEARLY:
         moved = _years_away(found, step)

@@ -24,6 +24,7 @@ DATASET_VARIABLE = "DREAMING_LONGMEMEVAL_PATH"
 _SHARED_ORACLE = Path("..") / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json"
 _SHARED_S_TRAIN = _SHARED_ORACLE.with_name("longmemeval_s_train.json.gz")
 _SHARED_LOCOMO = Path("..") / "shared" / "data" / "locomo" / "locomo_train5.json"
+_SHARED_REALMEM = Path("..") / "shared" / "data" / "realmem"
 
 
 @dataclass(frozen=True)
@@ -231,3 +232,10 @@ def default_locomo_path() -> Path:
     from dreaming_dagster.dagster_env import project_root
 
     return (project_root() / _SHARED_LOCOMO).resolve()
+
+
+def default_realmem_path() -> Path:
+    """The shared RealMem personas (a companion's mid-conversation queries; the ranker's fourth distribution)."""
+    from dreaming_dagster.dagster_env import project_root
+
+    return (project_root() / _SHARED_REALMEM).resolve()

@@ -53,6 +53,12 @@ LONGMEMEVAL_TYPES: dict[str, str] = {
     "locomo-open-domain": "single-session",
     "locomo-multi-hop": "multi-session",
     "locomo-temporal": "temporal",
+    # RealMem's query categories (training/realmem.py): a mid-conversation turn building on, updating or
+    # implying what earlier sessions said
+    "realmem-incremental": "multi-session",
+    "realmem-updating": "knowledge-update",
+    "realmem-preference": "preference",
+    "realmem-temporal": "temporal",
 }
 
 

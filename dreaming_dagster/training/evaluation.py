@@ -18,7 +18,8 @@ from dreaming_dagster.training.variants import PUBLISHED_VERSION, ablation_data,
 
 LONGMEMEVAL_TYPE_ORDER = ("knowledge-update", "single-session-assistant", "single-session-user", "multi-session",
                           "temporal-reasoning", "single-session-preference", "locomo-single-hop", "locomo-multi-hop",
-                          "locomo-temporal", "locomo-open-domain")
+                          "locomo-temporal", "locomo-open-domain", "realmem-incremental", "realmem-updating",
+                          "realmem-preference", "realmem-temporal")
 BY_TYPE_METRICS = ("recall@10", "ndcg@10", "session_all@10")
 SPREAD_CHOICES = (1, 2, 3)  # pairs a session may hold of a gathering question's top 10, compared
 SPREAD = f"{PUBLISHED_VERSION} + sessions spread"

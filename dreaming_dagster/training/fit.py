@@ -16,7 +16,7 @@ from dreaming_dagster.retrieval.features import QUESTION_TYPES
 from dreaming_dagster.retrieval.question_type import fit_classifier
 from dreaming_dagster.retrieval.ranker import DEFAULT_HIDDEN
 from dreaming_dagster.retrieval.signals import FUSION_WEIGHTS
-from dreaming_dagster.training import locomo
+from dreaming_dagster.training import locomo, realmem
 from dreaming_dagster.training.baselines import model_free_scores, weighted_fusion
 from dreaming_dagster.training.split import PARTS, RankerSplit, ranker_split
 from dreaming_dagster.training.train import (
@@ -34,6 +34,7 @@ from dreaming_dagster.training.variants import (
     ORACLE_ONLY,
     PART_ABLATIONS,
     PUBLISHED_VERSION,
+    REALMEM_MEMORY,
     VERSIONS,
     WITHOUT_GRAPH_CANDIDATES,
     WITHOUT_KEY_CANDIDATES,
@@ -47,15 +48,16 @@ from dreaming_dagster.training.variants import (
 
 def split_of(data: TrainingData) -> RankerSplit:
     """The ranker's split: LongMemEval's questions by id (every LongMemEval memory's questions fall in it; a
-    question only another memory holds trains), LoCoMo's by conversation."""
+    question only another memory holds trains), LoCoMo's by conversation and RealMem's by persona."""
+    by_conversation = {LOCOMO_MEMORY: locomo.part_of, REALMEM_MEMORY: realmem.part_of}
     oracle = [i for i, memory in enumerate(data.memories) if memory == ORACLE_MEMORY] or [
-        i for i, memory in enumerate(data.memories) if memory != LOCOMO_MEMORY]
+        i for i, memory in enumerate(data.memories) if memory not in by_conversation]
     split = ranker_split([data.question_ids[i] for i in oracle], [data.longmemeval_types[i] for i in oracle])
-    people_chat: dict[str, list[str]] = {}
+    conversations: dict[str, list[str]] = {}
     for question_id, memory in zip(data.question_ids, data.memories, strict=True):
-        if memory == LOCOMO_MEMORY:
-            people_chat.setdefault(locomo.part_of(question_id) or "train", []).append(question_id)
-    return split.with_questions(people_chat)
+        if memory in by_conversation:
+            conversations.setdefault(by_conversation[memory](question_id) or "train", []).append(question_id)
+    return split.with_questions(conversations)
 
 
 def part_rows(data: TrainingData, split: RankerSplit) -> dict[str, list[int]]:

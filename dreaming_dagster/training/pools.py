@@ -58,7 +58,7 @@ def build_pools(database: Database, embedder: Embedder, questions: Sequence[Benc
                 memory: str = "oracle", on_question: Callable[[int], None] | None = None) -> Pools:
     """Pools for every answerable question of ``questions`` (``users`` maps question id → benchmark user).
 
-    ``historical`` (per-question mode) draws each pool only from pairs before the question's date; the
+    ``historical`` (every mode but one-user) draws each pool only from pairs before the question's date; the
     one-user mode draws from the whole memory, as the reference did. Recency is always measured from the
     question's date, and so is the question's time window (``time_aware``; off: no window, time_fit 0 and no
     time-window candidates, the pools recall built before it read time). ``memory`` names the memory the

@@ -7,9 +7,10 @@ from dreaming_dagster.training.train import TrainingData
 VERSIONS = ("v6", "v5", "v4", "v3", "v2", "v1")
 PUBLISHED_VERSION = VERSIONS[0]  # the newest: what recall() loads when it beats the rankings without a model
 COSINE_POOL_VERSIONS = ("v2",)
-ORACLE_MEMORY, S_MEMORY, LOCOMO_MEMORY = "oracle", "s", "locomo"
-# How each memory is named in reports; the people-chat memory is LoCoMo's conversations (training/locomo.py).
-MEMORY_NAMES = {ORACLE_MEMORY: "oracle", S_MEMORY: "`_S`", LOCOMO_MEMORY: "LoCoMo"}
+ORACLE_MEMORY, S_MEMORY, LOCOMO_MEMORY, REALMEM_MEMORY = "oracle", "s", "locomo", "realmem"
+# How each memory is named in reports; the people-chat memory is LoCoMo's conversations (training/locomo.py),
+# the companion memory RealMem's personas (training/realmem.py).
+MEMORY_NAMES = {ORACLE_MEMORY: "oracle", S_MEMORY: "`_S`", LOCOMO_MEMORY: "LoCoMo", REALMEM_MEMORY: "RealMem"}
 # The ablations' model keys: the newest version trained on the pooled oracle alone, and without the time
 # parts (no time-window candidates, no time_fit, no window feature), and without the keys (no key
 # candidates, no key_match), and with key_match but no key candidates. v5 is the newest without the session
@@ -52,11 +53,14 @@ def version_of(key: str) -> str:
 def report_splits(data: TrainingData, training: dict) -> dict[str, list[int]]:
     """The question sets a run is reported on, by name: each distribution's held-out part, never used to
     choose anything (the oracle's validation questions, the `_S` test haystacks, LoCoMo's test
-    conversation), then the dev questions of each memory (which chose networks, epochs and settings)."""
+    conversation, RealMem's test persona), then the dev questions of each memory (which chose networks, epochs
+    and settings)."""
     splits = {"oracle validation": data.rows_of(ORACLE_MEMORY, training["validation_ids"]),
               "`_S` test": data.rows_of(S_MEMORY, training.get("test_ids", [])),
               "LoCoMo test": data.rows_of(LOCOMO_MEMORY, training.get("test_ids", [])),
+              "RealMem test": data.rows_of(REALMEM_MEMORY, training.get("test_ids", [])),
               "oracle dev": data.rows_of(ORACLE_MEMORY, training["dev_ids"]),
               "`_S` dev": data.rows_of(S_MEMORY, training["dev_ids"]),
-              "LoCoMo dev": data.rows_of(LOCOMO_MEMORY, training["dev_ids"])}
+              "LoCoMo dev": data.rows_of(LOCOMO_MEMORY, training["dev_ids"]),
+              "RealMem dev": data.rows_of(REALMEM_MEMORY, training["dev_ids"])}
     return {name: rows for name, rows in splits.items() if rows}

@@ -32,6 +32,14 @@ class RankerWorkspace:
         return self.root / "memory_locomo.json"
 
     @property
+    def realmem_questions(self) -> Path:
+        return self.root / "realmem_as_longmemeval.json"  # RealMem converted (training/realmem.py)
+
+    @property
+    def realmem_manifest(self) -> Path:
+        return self.root / "memory_realmem.json"
+
+    @property
     def pool_questions(self) -> Path:
         return self.root / "pools_questions.parquet"
 

@@ -21,6 +21,7 @@ from dreaming_dagster.defs.training.config import (
     LongMemEvalMemoryConfig,
     LongMemEvalPoolsConfig,
     RankerModelConfig,
+    RealmemMemoryConfig,
 )
 from dreaming_dagster.hubs import HubRule
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
@@ -154,16 +155,52 @@ def locomo_memory(context: dg.AssetExecutionContext, config: LocomoMemoryConfig,
     })
 
 
+@ranker_asset(after=[longmemeval_memory], kinds={"postgres", "python"}, pool="llm")
+def realmem_memory(context: dg.AssetExecutionContext, config: RealmemMemoryConfig,
+                   dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
+                   llm: LLMResource) -> dg.MaterializeResult:
+    """RealMem's personas as users, one a persona — a user and an assistant over ~200 sessions, about half of
+    them distractors — dreamed like any user's: the ranker's fourth distribution, where each query is the
+    user's turn mid-conversation, asked as of the start of its session. Split by persona (train four, dev
+    Liam_O_Connor, test Lin_Wanyu)."""
+    from dreaming_dagster.ingest.readers import default_realmem_path
+    from dreaming_dagster.training import realmem
+    from dreaming_dagster.training.longmemeval import file_sha256
+    from dreaming_dagster.training.memory import load_benchmark_memory
+
+    source = Path(config.dataset_path) if config.dataset_path else default_realmem_path()
+    if not source.is_dir():
+        raise FileNotFoundError(f"realmem_memory: dataset_path {source} is not a directory")
+    ws = workspace(dreaming_db)
+    realmem.write_longmemeval_format(source, ws.realmem_questions)
+    model = embedder.embedder()
+    manifest = load_benchmark_memory(dreaming_db.database(), model, llm.extractor(), llm.refiner(),
+                                     ws.realmem_questions, mode="per-conversation", user_prefix=config.user_prefix,
+                                     kg_id=TRAINING_KG_ID, log=context.log.info)
+    manifest.dataset, manifest.sha256 = str(source), file_sha256(ws.realmem_questions)
+    ws.realmem_manifest.write_text(manifest.to_json())
+    parts = Counter(realmem.part_of(q.question_id) for q in manifest.questions)
+    types = Counter(q.longmemeval_type for q in manifest.questions)
+    return dg.MaterializeResult(metadata={
+        "dataset": dg.MetadataValue.path(str(source)), "sha256": manifest.sha256,
+        "questions": len(manifest.questions), **{f"{part}_questions": n for part, n in sorted(parts.items())},
+        **{f"{kind}_questions": n for kind, n in sorted(types.items())},
+        "users": len(set(manifest.users.values())), **manifest.counts,
+        "embedding_model": model.spec.model, "seconds": manifest.seconds,
+    })
+
+
 @ranker_asset(
-    after=[longmemeval_haystacks, locomo_memory],
+    after=[longmemeval_haystacks, locomo_memory, realmem_memory],
     kinds={"postgres", "pandas", "parquet"},
 )
 def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPoolsConfig,
                       dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource,
                       dreaming_policy: DreamingPolicyResource) -> dg.MaterializeResult:
     """For every answerable question of each memory — the pooled oracle (memory ``oracle``), each `_S`
-    haystack (memory ``s``, drawn from the pairs before the question's date) and each LoCoMo conversation
-    (memory ``locomo``) — the hybrid candidate pool
+    haystack (memory ``s``), each LoCoMo conversation (memory ``locomo``) and each RealMem persona (memory
+    ``realmem``), every memory but the pooled oracle drawn from the pairs before the question's date — the
+    hybrid candidate pool
     (top-K by cosine ∪ top-K by BM25 ∪ the pairs of the subjects nearest the question ∪ the pairs of the keys
     nearest it ∪, when it names a time, the best pairs inside that window) with all twelve signals from the SQL
     that serves recall, which side drew each candidate, its session, a relevance label (a turn of the pair has has_answer) and the needle flag, plus
@@ -173,13 +210,14 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
     from dreaming_dagster.retrieval.recaller import GraphSide, TimeSide
     from dreaming_dagster.training.memory import MemoryManifest
     from dreaming_dagster.training.pools import Pools, build_pools
-    from dreaming_dagster.training.variants import LOCOMO_MEMORY, ORACLE_MEMORY, S_MEMORY
+    from dreaming_dagster.training.variants import LOCOMO_MEMORY, ORACLE_MEMORY, REALMEM_MEMORY, S_MEMORY
 
     started = time.perf_counter()
     ws = workspace(dreaming_db)
     manifests = {ORACLE_MEMORY: MemoryManifest.from_json(ws.require(ws.memory_manifest, "longmemeval_memory").read_text()),
                  S_MEMORY: MemoryManifest.from_json(ws.require(ws.haystacks_manifest, "longmemeval_haystacks").read_text()),
-                 LOCOMO_MEMORY: MemoryManifest.from_json(ws.require(ws.locomo_manifest, "locomo_memory").read_text())}
+                 LOCOMO_MEMORY: MemoryManifest.from_json(ws.require(ws.locomo_manifest, "locomo_memory").read_text()),
+                 REALMEM_MEMORY: MemoryManifest.from_json(ws.require(ws.realmem_manifest, "realmem_memory").read_text())}
     settings = dreaming_policy.settings()
     built = []
     for memory, manifest in manifests.items():
@@ -194,7 +232,7 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
             pool_size=config.pool_size, lexical_pool_size=config.lexical_pool_size,
             graph=GraphSide(pool_size=config.graph_pool_size, subjects=settings.recall_graph_subjects),
             time_side=TimeSide(pool_size=config.time_pool_size, scan_limit=settings.recall_time_scan_limit),
-            key_pool_size=config.key_pool_size, hubs=HubRule.from_settings(settings), historical=manifest.mode == "per-question",
+            key_pool_size=config.key_pool_size, hubs=HubRule.from_settings(settings), historical=manifest.mode != "one-user",
             ef_search=settings.recall_ef_search, prepared_statements=settings.recall_prepared_statements,
             memory=memory, on_question=progress))
     pools = Pools(pd.concat([p.questions for p in built], ignore_index=True),
@@ -329,7 +367,8 @@ def ranker_evaluation(context: dg.AssetExecutionContext, dreaming_db: DreamingDa
     by_memory = {memory: pool_description(pools.candidates[pools.candidates["memory"] == memory])
                  for memory in MEMORY_NAMES if (pools.candidates["memory"] == memory).any()}
     context_lines = {"dataset": f"{Path(manifest.dataset).name} (sha256 {manifest.sha256[:16]}…), pooled as one "
-                     "user; `_S` haystacks, one user a question; LoCoMo, one user a conversation",
+                     "user; `_S` haystacks, one user a question; LoCoMo, one user a conversation; RealMem, one user a persona, "
+                     "each query as of its session's start",
                      **{f"pool ({MEMORY_NAMES[memory]})": text for memory, text in by_memory.items()},
                      "question-type accuracy (dev, classifier fitted on the training questions)":
                          f"{training['classifier_dev_accuracy']:.3f}",

@@ -37,6 +37,12 @@ class LocomoMemoryConfig(dg.Config):
     user_prefix: str = Field(default="locomo", description="prefix of the per-conversation users")
 
 
+class RealmemMemoryConfig(dg.Config):
+    dataset_path: str = Field(default="", description="directory of RealMem persona files "
+                              "(<Name>_dialogues_256k.json); empty: the shared realmem directory")
+    user_prefix: str = Field(default="realmem", description="prefix of the per-persona users")
+
+
 class LongMemEvalPoolsConfig(dg.Config):
     pool_size: int = Field(default=50, ge=5, le=1000, description="candidates drawn by cosine per question")
     lexical_pool_size: int = Field(default=50, ge=0, le=1000, description="candidates drawn by BM25 per question "
