@@ -146,7 +146,7 @@ def main() -> None:
             keys = {row["memory"]: {**row, "keys_per_pair": round(row["keys"] / row["pairs"], 3)}
                     for row in conn.execute(bench_sql("key_counts"), {
                         "kg_id": TRAINING_KG_ID, "oracle_user": "longmemeval", "haystack_users": "longmemeval-s-%",
-                        "locomo_users": "locomo-%"})}
+                        "locomo_users": "locomo-%", "realmem_users": "realmem-%"})}
         ws = RankerWorkspace(data_dir / "ranker")
         evaluation = json.loads(ws.evaluation_json.read_text())
         training = json.loads(ws.training.read_text())

@@ -1,0 +1,150 @@
+"""Encoders for memory recall side by side: MiniLM as it is, a query-side adapter, MiniLM fine-tuned (LoRA).
+
+    .venv/bin/python bench/encoder_training.py --data-dir DIR [--seeds 0 1 2] [--adapter-epochs 20]
+                                               [--lora-seeds 0] [--lora-epochs 1] [--lora-questions N]
+
+Reads the benchmark memories a ranker run built and kept (`bench/longmemeval.py --data-dir DIR
+--memories-only`): every memory whose manifest is there (oracle, `_S`, LoCoMo, RealMem). Each encoder is
+judged by cosine alone over each question's whole memory as of the question (a pair scores the better of its
+two turns), NDCG@10 and Recall@10, on each distribution's dev part (which chose epochs) and held-out part
+(the oracle's validation questions, the other memories' test part; nothing was chosen on them). Every trained
+encoder runs with each seed; a difference within the seeds' spread is a tie. Writes
+bench/results/encoder_training.{json,md}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+from common import bench_parser, machine, stopped_on_exit  # first: puts the project on the import path
+
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
+from dreaming_dagster.storage import embedded
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.training import encoder, locomo, realmem
+from dreaming_dagster.training.memory import MemoryManifest
+from dreaming_dagster.training.split import ranker_split
+from dreaming_dagster.training.workspace import RankerWorkspace
+
+HELD_OUT = {"oracle": "validation", "s": "test", "locomo": "test", "realmem": "test"}
+NAMES = {"oracle": "oracle", "s": "`_S`", "locomo": "LoCoMo", "realmem": "RealMem"}
+
+
+def load_sets(database: Database, ws: RankerWorkspace, embedder) -> list[encoder.RecallQuestions]:
+    manifests = {memory: MemoryManifest.from_json(path.read_text())
+                 for memory, path in (("oracle", ws.memory_manifest), ("s", ws.haystacks_manifest),
+                                      ("locomo", ws.locomo_manifest), ("realmem", ws.realmem_manifest))
+                 if path.is_file()}
+    if "oracle" not in manifests:
+        raise SystemExit(f"{ws.memory_manifest} is missing: build the memories with bench/longmemeval.py "
+                         "--data-dir DIR --memories-only first")
+    answerable = [q for q in manifests["oracle"].questions if q.answerable]
+    split = ranker_split([q.question_id for q in answerable], [q.longmemeval_type for q in answerable])
+    part_of = {"oracle": split.part_of, "s": split.part_of, "locomo": locomo.part_of, "realmem": realmem.part_of}
+    sets = []
+    for memory, manifest in manifests.items():
+        started = time.perf_counter()
+        questions = encoder.recall_questions(database, memory, manifest.questions, manifest.users, TRAINING_KG_ID,
+                                             historical=manifest.mode != "one-user", part_of=part_of[memory])
+        questions.query_vectors = np.asarray(embedder.embed(questions.texts), np.float32)
+        print(f"{memory}: {len(questions.question_ids)} questions, {len(questions.pairs.content_hashes):,} pairs "
+              f"({time.perf_counter() - started:.1f} s)", flush=True)
+        sets.append(questions)
+    return sets
+
+
+def evaluate(sets, query_vectors, pair_vectors=None) -> dict:
+    """{memory: {part: metrics}} for dev and the held-out part."""
+    out = {}
+    for q in sets:
+        vectors = (pair_vectors or {}).get(q.memory, (None, None))
+        out[q.memory] = {part: encoder.cosine_metrics(q, q.rows(part), query_vectors[q.memory], *vectors)
+                         for part in ("dev", HELD_OUT[q.memory]) if q.rows(part)}
+    return out
+
+
+def spread(runs: list[dict], memory: str, part: str) -> dict:
+    values = [run[memory][part]["ndcg@10"] for run in runs if part in run[memory]]
+    return {"mean": float(np.mean(values)), "min": float(min(values)), "max": float(max(values)), "runs": values}
+
+
+def lora_cell(results: dict, memory: str, part: str) -> str:
+    if "lora" not in results:
+        return "–"
+    cell = results["lora"]["ndcg@10"][memory][part]
+    return f"{cell['mean']:.3f} ({cell['min']:.3f}–{cell['max']:.3f})"
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, "encoder_training")
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--adapter-epochs", type=int, default=20)
+    parser.add_argument("--lora-seeds", type=int, nargs="*", default=[0])
+    parser.add_argument("--lora-epochs", type=int, default=1)
+    parser.add_argument("--lora-questions", type=int, default=None, help="train LoRA on this many questions")
+    args = parser.parse_args()
+    data_dir = args.data_dir.resolve()
+    embedder = LocalMiniLMEmbedder()
+    results: dict = {"command": "bench/encoder_training.py " + " ".join(sys.argv[1:]),
+                     "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine()}
+    with stopped_on_exit(data_dir / "pgdata"):
+        database = Database(embedded.embedded_url(data_dir / "pgdata", "lme"))
+        sets = load_sets(database, RankerWorkspace(data_dir / "ranker"), embedder)
+    results["questions"] = {q.memory: {part: len(q.rows(part)) for part in ("train", "dev", HELD_OUT[q.memory])}
+                            for q in sets}
+    minilm = {q.memory: q.query_vectors for q in sets}
+    results["minilm"] = evaluate(sets, minilm)
+    adapter_runs, histories = [], {}
+    started = time.perf_counter()
+    for seed in args.seeds:
+        adapter, history = encoder.train_query_adapter(sets, seed=seed, epochs=args.adapter_epochs)
+        histories[seed] = history
+        adapter_runs.append(evaluate(sets, {q.memory: adapter.apply(q.query_vectors) for q in sets}))
+    results["adapter"] = {"seconds_per_seed": round((time.perf_counter() - started) / len(args.seeds), 1),
+                          "best_epochs": {seed: max(h, key=lambda r: r["dev_gain"])["epoch"] for seed, h in histories.items()},
+                          "by_seed": adapter_runs, "histories": histories,
+                          "ndcg@10": {q.memory: {part: spread(adapter_runs, q.memory, part)
+                                                 for part in ("dev", HELD_OUT[q.memory])} for q in sets}}
+    lora_runs, lora_seconds = [], []
+    for seed in args.lora_seeds:
+        started = time.perf_counter()
+        model, losses = encoder.fine_tune_encoder(sets, seed=seed, epochs=args.lora_epochs,
+                                                  limit_questions=args.lora_questions)
+        trained = time.perf_counter() - started
+        vectors = {q.memory: encoder.reembedded(model, q, ("dev", HELD_OUT[q.memory])) for q in sets}
+        lora_runs.append(evaluate(sets, {m: v[0] for m, v in vectors.items()},
+                                  {m: (v[1], v[2]) for m, v in vectors.items()}))
+        lora_seconds.append({"training": round(trained, 1), "re-embedding": round(time.perf_counter() - started - trained, 1),
+                             "final_loss": float(np.mean(losses[-10:]))})
+    if lora_runs:
+        results["lora"] = {"seconds": lora_seconds, "by_seed": lora_runs,
+                           "ndcg@10": {q.memory: {part: spread(lora_runs, q.memory, part)
+                                                  for part in ("dev", HELD_OUT[q.memory])} for q in sets}}
+    lines = [f"Command: `{results['command']}` · {results['date']}", "",
+             "Cosine alone over each question's whole memory, NDCG@10 (trained encoders: mean of the seeds, "
+             "min–max).", "", "| distribution | part | questions | MiniLM | query adapter | MiniLM + LoRA |",
+             "|---|---|---:|---:|---:|---:|"]
+    for q in sets:
+        for part in ("dev", HELD_OUT[q.memory]):
+            if part not in results["minilm"][q.memory]:
+                continue
+            a = results["adapter"]["ndcg@10"][q.memory][part]
+            lines.append(f"| {NAMES[q.memory]} | {part} | {len(q.rows(part))} | "
+                         f"{results['minilm'][q.memory][part]['ndcg@10']:.3f} | "
+                         f"{a['mean']:.3f} ({a['min']:.3f}–{a['max']:.3f}) | {lora_cell(results, q.memory, part)} |")
+    out = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,355 @@
+"""Training the encoder for memory recall: which pairs a question's vector finds, and three ways to improve it.
+
+The data is the benchmark memories the ranker trains on (oracle, `_S`, LoCoMo, RealMem): for each answerable
+question, the pairs its user held as of the question (every pair, for the pooled oracle) and which of them
+are relevant. Every encoder is judged the same way — **cosine alone over the whole memory**, a pair scoring
+the better of its two turns' similarities, as recall's vector side does — by NDCG@10 on each distribution's
+dev and held-out questions.
+
+- :class:`QueryAdapter` (a): a linear map on the query's MiniLM vector, residual and started at zero (so
+  epoch 0 is MiniLM), trained with a multi-positive InfoNCE loss against each training question's hardest
+  negatives. Stored vectors never change.
+- :func:`fine_tune_encoder` (b): MiniLM itself, with low-rank (LoRA) updates of its attention and
+  feed-forward weights, trained on (question, relevant pair) with in-batch and hard negatives; both sides
+  are then re-embedded.
+- MiniLM as it is (c): the vectors stored today.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from dreaming_dagster.embeddings import pair_embedding_texts
+from dreaming_dagster.sql import load_sql
+from dreaming_dagster.storage.database import Database
+from dreaming_dagster.training.longmemeval import BenchmarkQuestion
+from dreaming_dagster.training.metrics import ndcg_at_k, recall_at_k
+
+HARD_NEGATIVES = 32  # per training question, the non-relevant pairs MiniLM ranks highest
+TEMPERATURE = 0.05
+
+
+@dataclass
+class MemoryPairs:
+    """One distribution's pairs (every user's, concatenated) with both vectors."""
+
+    user_ids: np.ndarray  # [P] object
+    content_hashes: list[str]
+    occurred_at: np.ndarray  # [P] datetime64[us]
+    user_texts: list[str]  # the embedded texts ("user: …"), as stored
+    reply_texts: list[str | None]
+    vectors: np.ndarray  # [P, D] the user turn's (or the only turn's) vector
+    reply_vectors: np.ndarray  # [P, D]; zero where a pair has one turn
+    has_reply: np.ndarray  # [P] bool
+
+
+@dataclass
+class RecallQuestions:
+    """One distribution's answerable questions: which pairs each may see, which are relevant, and its part."""
+
+    memory: str
+    question_ids: list[str]
+    parts: list[str]
+    texts: list[str]
+    candidates: list[np.ndarray]  # [Q] indices into pairs: the pairs the question may see
+    relevant: list[np.ndarray]  # [Q] bool over candidates
+    total_relevant: np.ndarray  # [Q] relevant pairs, including any its candidates lack
+    pairs: MemoryPairs
+    query_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # MiniLM's
+
+    def rows(self, part: str) -> list[int]:
+        return [i for i, p in enumerate(self.parts) if p == part]
+
+
+def read_pairs(database: Database, user_ids: Sequence[str], kg_id: str) -> MemoryPairs:
+    with database.connect() as conn:
+        rows = conn.execute(load_sql("training/benchmark_pairs"), {"user_ids": list(user_ids), "kg_id": kg_id}).fetchall()
+    dimension = len(rows[0]["embedding"]) if rows else 1
+    vectors = np.zeros((len(rows), dimension), np.float32)
+    replies = np.zeros((len(rows), dimension), np.float32)
+    has_reply = np.zeros(len(rows), bool)
+    user_texts, reply_texts = [], []
+    for i, row in enumerate(rows):
+        first, second = pair_embedding_texts(row["user_message"], row["assistant_message"])
+        user_texts.append(first)
+        reply_texts.append(second)
+        vectors[i] = np.asarray(row["embedding"], np.float32)
+        if row["reply_embedding"] is not None:
+            replies[i] = np.asarray(row["reply_embedding"], np.float32)
+            has_reply[i] = True
+    return MemoryPairs(user_ids=np.asarray([r["user_id"] for r in rows], object),
+                       content_hashes=[r["content_hash"] for r in rows],
+                       occurred_at=np.asarray([np.datetime64(r["occurred_at"].replace(tzinfo=None), "us") for r in rows]),
+                       user_texts=user_texts, reply_texts=reply_texts, vectors=vectors, reply_vectors=replies,
+                       has_reply=has_reply)
+
+
+def recall_questions(database: Database, memory: str, questions: Sequence[BenchmarkQuestion],
+                     users: Mapping[str, str], kg_id: str, *, historical: bool,
+                     part_of: Callable[[str], str | None]) -> RecallQuestions:
+    """The answerable ``questions`` of one memory with their candidate pairs (before the question's date when
+    ``historical``) and labels; ``part_of`` names each question's part (train, dev, test)."""
+    answerable = [q for q in questions if q.answerable]
+    pairs = read_pairs(database, sorted({users[q.question_id] for q in answerable}), kg_id)
+    by_user: dict[str, np.ndarray] = {}
+    for user in set(pairs.user_ids.tolist()):
+        by_user[user] = np.flatnonzero(pairs.user_ids == user)
+    hash_index = np.asarray(pairs.content_hashes, object)
+    ids, parts, texts, candidates, relevant, totals = [], [], [], [], [], []
+    for q in answerable:
+        members = by_user.get(users[q.question_id], np.zeros(0, np.int64))
+        if historical:
+            asked = np.datetime64(q.question_date.replace(tzinfo=None), "us")
+            members = members[pairs.occurred_at[members] < asked]
+        ids.append(q.question_id)
+        parts.append(part_of(q.question_id) or "train")
+        texts.append(q.question)
+        candidates.append(members)
+        relevant.append(np.isin(hash_index[members], list(q.relevant)))
+        totals.append(len(q.relevant))
+    return RecallQuestions(memory=memory, question_ids=ids, parts=parts, texts=texts, candidates=candidates,
+                           relevant=relevant, total_relevant=np.asarray(totals), pairs=pairs)
+
+
+def pair_scores(query_vectors: np.ndarray, vectors: np.ndarray, reply_vectors: np.ndarray,
+                has_reply: np.ndarray) -> np.ndarray:
+    """[Q, P] the better of each pair's two turns' cosine similarities (vectors are unit length)."""
+    scores = query_vectors @ vectors.T
+    replies = np.where(has_reply[None, :], query_vectors @ reply_vectors.T, -np.inf)
+    return np.maximum(scores, replies)
+
+
+def cosine_metrics(questions: RecallQuestions, rows: Sequence[int], query_vectors: np.ndarray,
+                   vectors: np.ndarray | None = None, reply_vectors: np.ndarray | None = None) -> dict[str, float]:
+    """Mean NDCG@10 and Recall@10 of cosine alone over ``rows`` (``vectors``: re-embedded pairs, default the stored)."""
+    pairs = questions.pairs
+    vectors = pairs.vectors if vectors is None else vectors
+    reply_vectors = pairs.reply_vectors if reply_vectors is None else reply_vectors
+    ndcg, recall = [], []
+    for row in rows:
+        members = questions.candidates[row]
+        if not len(members):
+            ndcg.append(0.0)
+            recall.append(0.0)
+            continue
+        scores = pair_scores(query_vectors[row:row + 1], vectors[members], reply_vectors[members],
+                             pairs.has_reply[members])[0]
+        order = np.argsort(-scores, kind="stable")
+        ranked = questions.relevant[row][order].tolist()
+        ndcg.append(ndcg_at_k(ranked, int(questions.total_relevant[row]), 10))
+        recall.append(recall_at_k(ranked, int(questions.total_relevant[row]), 10))
+    return {"ndcg@10": float(np.mean(ndcg)) if ndcg else math.nan,
+            "recall@10": float(np.mean(recall)) if recall else math.nan, "questions": len(rows)}
+
+
+class QueryAdapter(torch.nn.Module):
+    """q ↦ normalise(q + q·W): a residual linear map on the query's vector, W started at zero."""
+
+    def __init__(self, dimension: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(dimension, dimension, bias=False)
+        torch.nn.init.zeros_(self.linear.weight)
+
+    def forward(self, queries: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.normalize(queries + self.linear(queries), dim=-1)
+
+    def apply(self, queries: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self(torch.as_tensor(queries, dtype=torch.float32)).numpy()
+
+
+@dataclass
+class TrainingExample:
+    query: np.ndarray  # [D]
+    positives: np.ndarray  # [k] pair indices
+    negatives: np.ndarray  # [n] pair indices
+    question: int
+    memory: str
+
+
+def training_examples(sets: Sequence[RecallQuestions], part: str = "train",
+                      hard_negatives: int = HARD_NEGATIVES) -> list[TrainingExample]:
+    """Each ``part`` question with a relevant pair in reach: its relevant pairs and the non-relevant pairs
+    MiniLM ranks highest for it (the hard negatives)."""
+    out = []
+    for questions in sets:
+        pairs = questions.pairs
+        for row in questions.rows(part):
+            members, labels = questions.candidates[row], questions.relevant[row]
+            if not labels.any():
+                continue
+            scores = pair_scores(questions.query_vectors[row:row + 1], pairs.vectors[members],
+                                 pairs.reply_vectors[members], pairs.has_reply[members])[0]
+            negatives = members[~labels][np.argsort(-scores[~labels], kind="stable")[:hard_negatives]]
+            out.append(TrainingExample(query=questions.query_vectors[row], positives=members[labels],
+                                       negatives=negatives, question=row, memory=questions.memory))
+    return out
+
+
+def _multi_positive_loss(scores: torch.Tensor, positive: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """−log(Σ exp(positives) / Σ exp(all)) per row, over the masked-in columns."""
+    logits = scores / TEMPERATURE
+    logits = logits.masked_fill(~mask, -1e9)
+    return (torch.logsumexp(logits, -1) - torch.logsumexp(logits.masked_fill(~positive, -1e9), -1)).mean()
+
+
+def dev_gain(sets: Sequence[RecallQuestions], baseline: Mapping[str, float],
+             query_vectors: Mapping[str, np.ndarray], part: str = "dev") -> tuple[float, dict[str, float]]:
+    """(the worst distribution's NDCG@10 gain over ``baseline`` on ``part``, each distribution's NDCG@10)."""
+    ndcg = {q.memory: cosine_metrics(q, q.rows(part), query_vectors[q.memory])["ndcg@10"]
+            for q in sets if q.rows(part)}
+    return min(ndcg[m] - baseline[m] for m in ndcg), ndcg
+
+
+def train_query_adapter(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs: int = 20,
+                        learning_rate: float = 1e-3, weight_decay: float = 1e-2, batch_size: int = 32,
+                        log: Callable[[str], None] = print) -> tuple[QueryAdapter, list[dict]]:
+    """Fit a :class:`QueryAdapter` on the training questions; the epoch kept is the one whose worst
+    distribution gains most on dev (epoch 0, MiniLM itself, when none gains)."""
+    torch.manual_seed(seed)
+    examples = training_examples(sets)
+    dimension = sets[0].query_vectors.shape[1]
+    adapter = QueryAdapter(dimension)
+    optimizer = torch.optim.AdamW(adapter.parameters(), lr=learning_rate, weight_decay=weight_decay)
+    generator = torch.Generator().manual_seed(seed)
+    pairs_of = {q.memory: q.pairs for q in sets}
+    baseline = {q.memory: cosine_metrics(q, q.rows("dev"), q.query_vectors)["ndcg@10"] for q in sets if q.rows("dev")}
+    best_state, best_gain, history = copy.deepcopy(adapter.state_dict()), 0.0, [
+        {"epoch": 0, "dev_gain": 0.0, **{f"dev_ndcg@10_{m}": v for m, v in baseline.items()}}]
+    for epoch in range(1, epochs + 1):
+        adapter.train()
+        order = torch.randperm(len(examples), generator=generator).tolist()
+        losses = []
+        for start in range(0, len(order), batch_size):
+            batch = [examples[i] for i in order[start:start + batch_size]]
+            width = max(len(e.positives) + len(e.negatives) for e in batch)
+            vectors = torch.zeros(len(batch), width, dimension)
+            replies = torch.zeros(len(batch), width, dimension)
+            has_reply = torch.zeros(len(batch), width, dtype=torch.bool)
+            positive = torch.zeros(len(batch), width, dtype=torch.bool)
+            mask = torch.zeros(len(batch), width, dtype=torch.bool)
+            for i, e in enumerate(batch):
+                pairs, members = pairs_of[e.memory], np.concatenate([e.positives, e.negatives])
+                vectors[i, :len(members)] = torch.as_tensor(pairs.vectors[members])
+                replies[i, :len(members)] = torch.as_tensor(pairs.reply_vectors[members])
+                has_reply[i, :len(members)] = torch.as_tensor(pairs.has_reply[members])
+                positive[i, :len(e.positives)] = True
+                mask[i, :len(members)] = True
+            queries = adapter(torch.as_tensor(np.stack([e.query for e in batch])))
+            scores = torch.maximum(torch.einsum("bd,bnd->bn", queries, vectors),
+                                   torch.einsum("bd,bnd->bn", queries, replies).masked_fill(~has_reply, -2.0))
+            loss = _multi_positive_loss(scores, positive, mask)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        adapter.eval()
+        gain, ndcg = dev_gain(sets, baseline, {q.memory: adapter.apply(q.query_vectors) for q in sets})
+        history.append({"epoch": epoch, "loss": float(np.mean(losses)), "dev_gain": gain,
+                        **{f"dev_ndcg@10_{m}": v for m, v in ndcg.items()}})
+        log(f"adapter seed {seed} epoch {epoch}: loss {history[-1]['loss']:.4f}, worst dev gain {gain:+.4f}")
+        if gain > best_gain:
+            best_gain, best_state = gain, copy.deepcopy(adapter.state_dict())
+    adapter.load_state_dict(best_state)
+    adapter.eval()
+    return adapter, history
+
+
+def _turn_texts(questions: RecallQuestions, row: int, members: np.ndarray) -> list[str]:
+    """For each pair of ``members``, the text of the turn MiniLM finds closer to question ``row``."""
+    pairs = questions.pairs
+    query = questions.query_vectors[row]
+    texts = []
+    for i in members:
+        reply = pairs.has_reply[i] and float(query @ pairs.reply_vectors[i]) > float(query @ pairs.vectors[i])
+        texts.append(pairs.reply_texts[i] if reply else pairs.user_texts[i])
+    return texts
+
+
+def fine_tune_encoder(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs: int = 1, rank: int = 8,
+                      batch_size: int = 16, hard_negatives: int = 1, max_tokens: int = 128,
+                      learning_rate: float = 2e-4, limit_questions: int | None = None,
+                      log: Callable[[str], None] = print):
+    """MiniLM with LoRA updates (rank ``rank``) of its attention and feed-forward weights, trained with
+    InfoNCE: each training question against its own relevant pair (the turn closer to it), the other
+    questions' pairs of the batch and ``hard_negatives`` of its hardest negatives. Returns the
+    sentence-transformers model (LoRA merged in) and the loss per step."""
+    from peft import LoraConfig, get_peft_model
+    from sentence_transformers import SentenceTransformer
+
+    from dreaming_dagster.embeddings import _minilm_dir
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = SentenceTransformer(str(_minilm_dir()), device="cpu")
+    transformer = model[0]
+    peft_model = get_peft_model(transformer.auto_model, LoraConfig(
+        r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=["query", "key", "value", "dense"]))
+    transformer.auto_model = peft_model
+    model.max_seq_length = max_tokens
+    examples = training_examples(sets)
+    if limit_questions is not None:
+        examples = [examples[i] for i in sorted(rng.permutation(len(examples))[:limit_questions])]
+    by_memory = {q.memory: q for q in sets}
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate)
+    losses = []
+
+    def encode(texts: list[str]) -> torch.Tensor:
+        features = model.preprocess(texts)
+        return torch.nn.functional.normalize(model(features)["sentence_embedding"], dim=-1)
+
+    model.train()
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(len(examples))
+        for step, start in enumerate(range(0, len(order), batch_size), 1):
+            batch = [examples[i] for i in order[start:start + batch_size]]
+            queries, documents = [], []
+            for e in batch:
+                questions = by_memory[e.memory]
+                queries.append(questions.texts[e.question])
+                chosen = [rng.choice(e.positives)] + list(e.negatives[:max(hard_negatives, 0)])
+                documents += _turn_texts(questions, e.question, np.asarray(chosen))
+            per_example = 1 + hard_negatives
+            scores = encode(queries) @ encode(documents).T / TEMPERATURE  # [B, B × per_example]
+            targets = torch.arange(len(batch)) * per_example
+            loss = torch.nn.functional.cross_entropy(scores, targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+            if step % 10 == 0:
+                log(f"LoRA seed {seed} epoch {epoch} step {step}/{math.ceil(len(order) / batch_size)}: "
+                    f"loss {np.mean(losses[-10:]):.4f}")
+    transformer.auto_model = peft_model.merge_and_unload()
+    model.max_seq_length = 256
+    model.eval()
+    return model, losses
+
+
+def reembedded(model, questions: RecallQuestions, parts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(query vectors, pair vectors, reply vectors) by ``model`` for the questions of ``parts`` and the pairs
+    they may see (the other pairs' rows stay zero)."""
+    rows = [row for part in parts for row in questions.rows(part)]
+    needed = np.unique(np.concatenate([questions.candidates[row] for row in rows])) if rows else np.zeros(0, int)
+    pairs = questions.pairs
+    vectors = np.zeros_like(pairs.vectors)
+    replies = np.zeros_like(pairs.reply_vectors)
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False)
+
+    if len(needed):
+        vectors[needed] = encode([pairs.user_texts[i] for i in needed])
+        with_reply = needed[pairs.has_reply[needed]]
+        if len(with_reply):
+            replies[with_reply] = encode([pairs.reply_texts[i] for i in with_reply])
+    queries = np.zeros_like(questions.query_vectors)
+    if rows:
+        queries[rows] = encode([questions.texts[row] for row in rows])
+    return queries, vectors, replies
