@@ -1,6 +1,6 @@
 """Encoders for memory recall side by side: MiniLM as it is, a query-side adapter, MiniLM fine-tuned (LoRA).
 
-    .venv/bin/python bench/encoder_training.py --data-dir DIR [--seeds 0 1 2] [--adapter-epochs 20]
+    .venv/bin/python bench/encoder_training.py --data-dir DIR [--seeds 0 1 2] [--adapter-epochs 8]
                                                [--lora-seeds 0] [--lora-epochs 1] [--lora-questions N]
 
 Reads the benchmark memories a ranker run built and kept (`bench/longmemeval.py --data-dir DIR
@@ -85,9 +85,11 @@ def main() -> None:
     parser = bench_parser(__doc__, "encoder_training")
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--adapter-epochs", type=int, default=20)
+    parser.add_argument("--adapter-epochs", type=int, default=8)
     parser.add_argument("--lora-seeds", type=int, nargs="*", default=[0])
     parser.add_argument("--lora-epochs", type=int, default=1)
+    parser.add_argument("--contexts", nargs="*", default=list(encoder.CONTEXTS), choices=encoder.CONTEXTS,
+                        help="context put before each pair's first turn, measured with MiniLM")
     parser.add_argument("--lora-questions", type=int, default=None, help="train LoRA on this many questions")
     args = parser.parse_args()
     data_dir = args.data_dir.resolve()
@@ -118,7 +120,8 @@ def main() -> None:
         model, losses = encoder.fine_tune_encoder(sets, seed=seed, epochs=args.lora_epochs,
                                                   limit_questions=args.lora_questions)
         trained = time.perf_counter() - started
-        vectors = {q.memory: encoder.reembedded(model, q, ("dev", HELD_OUT[q.memory])) for q in sets}
+        with encoder.saved_encoder(model) as tuned:
+            vectors = {q.memory: encoder.reembedded(tuned, q, ("dev", HELD_OUT[q.memory])) for q in sets}
         lora_runs.append(evaluate(sets, {m: v[0] for m, v in vectors.items()},
                                   {m: (v[1], v[2]) for m, v in vectors.items()}))
         lora_seconds.append({"training": round(trained, 1), "re-embedding": round(time.perf_counter() - started - trained, 1),
@@ -127,10 +130,24 @@ def main() -> None:
         results["lora"] = {"seconds": lora_seconds, "by_seed": lora_runs,
                            "ndcg@10": {q.memory: {part: spread(lora_runs, q.memory, part)
                                                   for part in ("dev", HELD_OUT[q.memory])} for q in sets}}
+    results["context"] = {}
+    for context in args.contexts:
+        started = time.perf_counter()
+        pair_vectors = {}
+        for q in sets:
+            needed = encoder.needed_pairs(q, ("dev", HELD_OUT[q.memory]))
+            vectors = q.pairs.vectors.copy()
+            vectors[needed] = embedder.embed(encoder.context_texts(q.pairs, context, needed))
+            pair_vectors[q.memory] = (vectors, None)
+        results["context"][context] = {**evaluate(sets, minilm, pair_vectors),
+                                       "seconds": round(time.perf_counter() - started, 1)}
+        print(f"context {context}: {results['context'][context]}", flush=True)
     lines = [f"Command: `{results['command']}` · {results['date']}", "",
              "Cosine alone over each question's whole memory, NDCG@10 (trained encoders: mean of the seeds, "
-             "min–max).", "", "| distribution | part | questions | MiniLM | query adapter | MiniLM + LoRA |",
-             "|---|---|---:|---:|---:|---:|"]
+             "min–max); the context columns: MiniLM with the context before each pair's first turn.", "",
+             "| distribution | part | questions | MiniLM | query adapter | MiniLM + LoRA | "
+             + " | ".join(f"+ {c}" for c in results["context"]) + " |",
+             "|---|---|---:|---:|---:|---:|" + "---:|" * len(results["context"])]
     for q in sets:
         for part in ("dev", HELD_OUT[q.memory]):
             if part not in results["minilm"][q.memory]:
@@ -138,7 +155,9 @@ def main() -> None:
             a = results["adapter"]["ndcg@10"][q.memory][part]
             lines.append(f"| {NAMES[q.memory]} | {part} | {len(q.rows(part))} | "
                          f"{results['minilm'][q.memory][part]['ndcg@10']:.3f} | "
-                         f"{a['mean']:.3f} ({a['min']:.3f}–{a['max']:.3f}) | {lora_cell(results, q.memory, part)} |")
+                         f"{a['mean']:.3f} ({a['min']:.3f}–{a['max']:.3f}) | {lora_cell(results, q.memory, part)} | "
+                         + " | ".join(f"{results['context'][c][q.memory][part]['ndcg@10']:.3f}" for c in results["context"])
+                         + " |")
     out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1, default=str) + "\n")

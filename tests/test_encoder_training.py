@@ -72,3 +72,16 @@ def test_training_examples_take_the_hardest_negatives_first():
     hardest = questions.candidates[e.question][~labels][np.argsort(-scores[~labels])[:5]]
     assert e.positives.tolist() == questions.candidates[e.question][labels].tolist()
     assert e.negatives.tolist() == hardest.tolist()
+
+
+@pytest.mark.slow  # loads MiniLM in PyTorch and exports it to ONNX
+def test_a_saved_encoder_embeds_as_the_product_does():
+    from sentence_transformers import SentenceTransformer
+
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _minilm_dir
+
+    texts = ["user: my sister moved to Lyon", "assistant: that is a big change", "when did she move?"]
+    with encoder.saved_encoder(SentenceTransformer(str(_minilm_dir()), device="cpu")) as saved:
+        got = saved.embed(texts)
+        assert saved.runtime_used == "onnx"
+    assert np.allclose(got, LocalMiniLMEmbedder().embed(texts), atol=1e-5)

@@ -18,14 +18,18 @@ dev and held-out questions.
 from __future__ import annotations
 
 import copy
+import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from dreaming_dagster.embeddings import pair_embedding_texts
+from dreaming_dagster.embeddings import Embedder, LocalMiniLMEmbedder, pair_embedding_texts
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.training.longmemeval import BenchmarkQuestion
@@ -47,6 +51,9 @@ class MemoryPairs:
     vectors: np.ndarray  # [P, D] the user turn's (or the only turn's) vector
     reply_vectors: np.ndarray  # [P, D]; zero where a pair has one turn
     has_reply: np.ndarray  # [P] bool
+    user_messages: list[str] = field(default_factory=list)  # the raw turns, for context variants
+    session_ids: list[str] = field(default_factory=list)
+    subjects: list[list[str]] = field(default_factory=list)  # the subjects the dream linked to each pair
 
 
 @dataclass
@@ -67,10 +74,15 @@ class RecallQuestions:
         return [i for i, p in enumerate(self.parts) if p == part]
 
 
+def _array(vector) -> np.ndarray:
+    """A pgvector value (vector or halfvec) as float32."""
+    return np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector, np.float32)
+
+
 def read_pairs(database: Database, user_ids: Sequence[str], kg_id: str) -> MemoryPairs:
     with database.connect() as conn:
         rows = conn.execute(load_sql("training/benchmark_pairs"), {"user_ids": list(user_ids), "kg_id": kg_id}).fetchall()
-    dimension = len(rows[0]["embedding"]) if rows else 1
+    dimension = len(_array(rows[0]["embedding"])) if rows else 1
     vectors = np.zeros((len(rows), dimension), np.float32)
     replies = np.zeros((len(rows), dimension), np.float32)
     has_reply = np.zeros(len(rows), bool)
@@ -79,15 +91,16 @@ def read_pairs(database: Database, user_ids: Sequence[str], kg_id: str) -> Memor
         first, second = pair_embedding_texts(row["user_message"], row["assistant_message"])
         user_texts.append(first)
         reply_texts.append(second)
-        vectors[i] = np.asarray(row["embedding"], np.float32)
+        vectors[i] = _array(row["embedding"])
         if row["reply_embedding"] is not None:
-            replies[i] = np.asarray(row["reply_embedding"], np.float32)
+            replies[i] = _array(row["reply_embedding"])
             has_reply[i] = True
     return MemoryPairs(user_ids=np.asarray([r["user_id"] for r in rows], object),
                        content_hashes=[r["content_hash"] for r in rows],
                        occurred_at=np.asarray([np.datetime64(r["occurred_at"].replace(tzinfo=None), "us") for r in rows]),
                        user_texts=user_texts, reply_texts=reply_texts, vectors=vectors, reply_vectors=replies,
-                       has_reply=has_reply)
+                       has_reply=has_reply, user_messages=[r["user_message"] for r in rows],
+                       session_ids=[r["session_id"] for r in rows], subjects=[list(r["subjects"]) for r in rows])
 
 
 def recall_questions(database: Database, memory: str, questions: Sequence[BenchmarkQuestion],
@@ -115,6 +128,36 @@ def recall_questions(database: Database, memory: str, questions: Sequence[Benchm
         totals.append(len(q.relevant))
     return RecallQuestions(memory=memory, question_ids=ids, parts=parts, texts=texts, candidates=candidates,
                            relevant=relevant, total_relevant=np.asarray(totals), pairs=pairs)
+
+
+CONTEXTS = ("previous pair", "session date", "subjects")
+CONTEXT_CHARACTERS = 300  # of the previous pair's user turn: the encoder reads 256 word pieces in all
+
+
+def context_texts(pairs: MemoryPairs, context: str, indices: Sequence[int]) -> list[str]:
+    """The first vector's text of each pair of ``indices`` with ``context`` (one of :data:`CONTEXTS`) before it:
+    the previous pair's user turn in the same session, the session's date, or the pair's subjects."""
+    texts = []
+    for i in indices:
+        text = pairs.user_texts[i]
+        if context == "previous pair":
+            same = i > 0 and pairs.session_ids[i - 1] == pairs.session_ids[i] and pairs.user_ids[i - 1] == pairs.user_ids[i]
+            text = f"before: {pairs.user_messages[i - 1][:CONTEXT_CHARACTERS]}\n{text}" if same else text
+        elif context == "session date":
+            when = pairs.occurred_at[i].astype("datetime64[s]").item()
+            text = f"{when:%A %d %B %Y}: {text}"
+        elif context == "subjects":
+            text = f"{text}\nabout: {', '.join(pairs.subjects[i])}" if pairs.subjects[i] else text
+        else:
+            raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
+        texts.append(text)
+    return texts
+
+
+def needed_pairs(questions: RecallQuestions, parts: Sequence[str]) -> np.ndarray:
+    """The pairs the questions of ``parts`` may see."""
+    rows = [row for part in parts for row in questions.rows(part)]
+    return np.unique(np.concatenate([questions.candidates[row] for row in rows])) if rows else np.zeros(0, int)
 
 
 def pair_scores(query_vectors: np.ndarray, vectors: np.ndarray, reply_vectors: np.ndarray,
@@ -207,8 +250,8 @@ def dev_gain(sets: Sequence[RecallQuestions], baseline: Mapping[str, float],
     return min(ndcg[m] - baseline[m] for m in ndcg), ndcg
 
 
-def train_query_adapter(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs: int = 20,
-                        learning_rate: float = 1e-3, weight_decay: float = 1e-2, batch_size: int = 32,
+def train_query_adapter(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs: int = 8,
+                        learning_rate: float = 1e-4, weight_decay: float = 1e-2, batch_size: int = 32,
                         log: Callable[[str], None] = print) -> tuple[QueryAdapter, list[dict]]:
     """Fit a :class:`QueryAdapter` on the training questions; the epoch kept is the one whose worst
     distribution gains most on dev (epoch 0, MiniLM itself, when none gains)."""
@@ -332,24 +375,33 @@ def fine_tune_encoder(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs:
     return model, losses
 
 
-def reembedded(model, questions: RecallQuestions, parts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(query vectors, pair vectors, reply vectors) by ``model`` for the questions of ``parts`` and the pairs
+@contextmanager
+def saved_encoder(model) -> Iterator[LocalMiniLMEmbedder]:
+    """A sentence-transformers ``model`` as the product embeds with it: saved, exported to ONNX once, run by
+    :class:`LocalMiniLMEmbedder` (the directory is removed on leaving)."""
+    with tempfile.TemporaryDirectory(prefix="dd-encoder-") as directory:
+        model.save(directory)
+        # The window the ONNX encoder reads (onnx_encoder.max_seq_length); sentence-transformers 6 saves it elsewhere.
+        config = Path(directory) / "sentence_bert_config.json"
+        config.write_text(json.dumps({**json.loads(config.read_text()), "max_seq_length": model.max_seq_length}))
+        yield LocalMiniLMEmbedder(model_dir=Path(directory), model_cache_dir=Path(directory) / "onnx")
+
+
+def reembedded(embedder: Embedder, questions: RecallQuestions,
+               parts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(query vectors, pair vectors, reply vectors) by ``embedder`` for the questions of ``parts`` and the pairs
     they may see (the other pairs' rows stay zero)."""
     rows = [row for part in parts for row in questions.rows(part)]
-    needed = np.unique(np.concatenate([questions.candidates[row] for row in rows])) if rows else np.zeros(0, int)
+    needed = needed_pairs(questions, parts)
     pairs = questions.pairs
     vectors = np.zeros_like(pairs.vectors)
     replies = np.zeros_like(pairs.reply_vectors)
-
-    def encode(texts: list[str]) -> np.ndarray:
-        return model.encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False)
-
     if len(needed):
-        vectors[needed] = encode([pairs.user_texts[i] for i in needed])
+        vectors[needed] = embedder.embed([pairs.user_texts[i] for i in needed])
         with_reply = needed[pairs.has_reply[needed]]
         if len(with_reply):
-            replies[with_reply] = encode([pairs.reply_texts[i] for i in with_reply])
+            replies[with_reply] = embedder.embed([pairs.reply_texts[i] for i in with_reply])
     queries = np.zeros_like(questions.query_vectors)
     if rows:
-        queries[rows] = encode([questions.texts[row] for row in rows])
+        queries[rows] = embedder.embed([questions.texts[row] for row in rows])
     return queries, vectors, replies
