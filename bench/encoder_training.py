@@ -1,7 +1,8 @@
 """Encoders for memory recall side by side: MiniLM as it is, a query-side adapter, MiniLM fine-tuned (LoRA).
 
-    .venv/bin/python bench/encoder_training.py --data-dir DIR [--seeds 0 1 2] [--adapter-epochs 8]
-                                               [--lora-seeds 0] [--lora-epochs 1] [--lora-questions N]
+    .venv/bin/python bench/encoder_training.py [--data-dir .dreaming/longmemeval] [--seeds 0 1 2]
+                                               [--adapter-epochs 8] [--lora-seeds 0 1 2] [--lora-epochs 1]
+                                               [--lora-questions N] [--contexts CONTEXT ...]
 
 Reads the benchmark memories a ranker run built and kept (`bench/longmemeval.py --data-dir DIR
 --memories-only`): every memory whose manifest is there (oracle, `_S`, LoCoMo, RealMem). Each encoder is
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from common import bench_parser, machine, stopped_on_exit  # first: puts the project on the import path
+from common import ROOT, bench_parser, machine, stopped_on_exit  # first: puts the project on the import path
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
@@ -83,10 +84,11 @@ def lora_cell(results: dict, memory: str, part: str) -> str:
 
 def main() -> None:
     parser = bench_parser(__doc__, "encoder_training")
-    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path, default=ROOT / ".dreaming" / "longmemeval",
+                        help="where bench/longmemeval.py --data-dir kept the memories")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--adapter-epochs", type=int, default=8)
-    parser.add_argument("--lora-seeds", type=int, nargs="*", default=[0])
+    parser.add_argument("--lora-seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--lora-epochs", type=int, default=1)
     parser.add_argument("--contexts", nargs="*", default=list(encoder.CONTEXTS), choices=encoder.CONTEXTS,
                         help="context put before each pair's first turn, measured with MiniLM")

@@ -170,6 +170,24 @@ def question_type_rows(r: dict) -> Rows:
             ("per type", ", ".join(f"{k} {v}" for k, v in r["cv_accuracy_per_type"].items()))]
 
 
+def encoder_training_rows(r: dict) -> Rows:
+    names = {"oracle": "oracle", "s": "`_S`", "locomo": "LoCoMo", "realmem": "RealMem"}
+
+    def seeded(cells: dict) -> str:
+        return f"{cells['mean']:.3f} ({cells['min']:.3f}–{cells['max']:.3f})"
+
+    rows = []
+    for memory, parts in r["minilm"].items():
+        for part, cell in parts.items():
+            lora = seeded(r["lora"]["ndcg@10"][memory][part]) if "lora" in r else "–"
+            contexts = " · ".join(f"+ {name} {values[memory][part]['ndcg@10']:.3f}"
+                                  for name, values in r["context"].items())
+            rows.append((f"{names[memory]} {part} ({cell['questions']} questions)",
+                         f"MiniLM {cell['ndcg@10']:.3f} · query adapter {seeded(r['adapter']['ndcg@10'][memory][part])}"
+                         f" · LoRA {lora} · {contexts}"))
+    return rows
+
+
 def llm_cost_rows(r: dict) -> Rows:
     per = r["per_1000_pairs"]
     return [("input / output tokens", f"{per['input_tokens']:,} / {per['output_tokens']:,}"),

@@ -98,3 +98,21 @@ def test_time_bench(tmp_path):
     assert result["resolvers"]["this project's grammar"]["accuracy"] >= 0.95
     assert result["question_parsing"]["questions"] == 12 and result["dated_pairs"]["pairs"] > 0
     assert set(result["comparison"]) == {"validation", "all"}
+
+
+def test_encoder_training_bench(tmp_path, trimmed_haystacks, trimmed_locomo, trimmed_realmem):
+    data_dir = tmp_path / "memories"
+    run_bench("longmemeval", "--limit-questions", "12", "--haystacks", str(trimmed_haystacks), "--locomo",
+              str(trimmed_locomo), "--realmem", str(trimmed_realmem), "--training-questions", "3",
+              "--data-dir", str(data_dir), "--memories-only")
+    # Every embedding runs its model: a fine-tuned encoder's vectors differ from MiniLM's for the same text.
+    result = run_bench("encoder_training", "--data-dir", str(data_dir), "--seeds", "0", "--adapter-epochs", "2",
+                       "--lora-seeds", "0", "--lora-questions", "4", "--contexts", "previous pair",
+                       out=tmp_path / "r.json", remember_vectors=False)
+    assert set(result["questions"]) == {"oracle", "s", "locomo", "realmem"}
+    assert result["questions"]["realmem"] == {"train": 3, "dev": 2, "test": 2}
+    for method in (result["minilm"], result["context"]["previous pair"], *result["adapter"]["by_seed"],
+                   *result["lora"]["by_seed"]):
+        assert 0 <= method["locomo"]["test"]["ndcg@10"] <= 1 and method["oracle"]["dev"]["questions"] > 0
+    assert len(result["adapter"]["histories"]["0"]) == 3 and result["lora"]["seconds"][0]["training"] > 0
+    assert "| RealMem | test | 2 |" in (tmp_path / "r.md").read_text()
