@@ -105,10 +105,17 @@ def test_encoder_training_bench(tmp_path, trimmed_haystacks, trimmed_locomo, tri
     run_bench("longmemeval", "--limit-questions", "12", "--haystacks", str(trimmed_haystacks), "--locomo",
               str(trimmed_locomo), "--realmem", str(trimmed_realmem), "--training-questions", "3",
               "--data-dir", str(data_dir), "--memories-only")
-    # Every embedding runs its model: a fine-tuned encoder's vectors differ from MiniLM's for the same text.
-    result = run_bench("encoder_training", "--data-dir", str(data_dir), "--seeds", "0", "--adapter-epochs", "2",
-                       "--lora-seeds", "0", "--lora-questions", "4", "--contexts", "previous pair",
-                       out=tmp_path / "r.json", remember_vectors=False)
+    # From a fresh process, as `make bench-encoder-training` runs it after the memories' bench (which stopped
+    # their server); every embedding runs its model, a fine-tuned encoder's among them.
+    import subprocess
+    import sys
+
+    from tests.bench_smoke import BENCH
+
+    subprocess.run([sys.executable, str(BENCH / "encoder_training.py"), "--data-dir", str(data_dir), "--seeds", "0",
+                    "--adapter-epochs", "2", "--lora-seeds", "0", "--lora-questions", "4", "--contexts",
+                    "previous pair", "--out", str(tmp_path / "r.json")], check=True, timeout=900)
+    result = json.loads((tmp_path / "r.json").read_text())
     assert set(result["questions"]) == {"oracle", "s", "locomo", "realmem"}
     assert result["questions"]["realmem"] == {"train": 3, "dev": 2, "test": 2}
     for method in (result["minilm"], result["context"]["previous pair"], *result["adapter"]["by_seed"],
