@@ -205,7 +205,7 @@ def test_a_refinement_batch_keeps_taken_names_and_fails_only_the_refused_subject
 
         def refine_many(self, subjects):
             return [Refinement.model_construct(name=proposals[name], narrative=f"All about {name}.")
-                    for name, _ in subjects]
+                    for name, *_ in subjects]
 
     stats = refining.refine_pending(database, Proposing(), embedder16, "ann", "default")
     with database.connect() as conn:

@@ -265,20 +265,26 @@ def test_what_the_pair_does_not_say_is_dropped_and_the_rest_kept(openai_stub, ca
     assert "'Tagus Bridge'" in caplog.text and "'Douro Trip'" in caplog.text and "'last Saturday'" in caplog.text
 
 
-def test_a_refined_name_the_descriptions_do_not_hold_keeps_the_subjects_own(openai_stub):
+def test_a_refined_name_its_pairs_do_not_say_keeps_the_subjects_own(openai_stub):
     from dreaming_dagster.pipeline.refiners import OpenAIRefiner
 
     client = JSONChatClient(model="main-model", base_url=openai_stub.base_url, api_key="k", backoff_s=0.0)
     refiner = OpenAIRefiner(client, max_in_flight=2)
+    proposals = {"Hiking Boots": "Merrell Moab Boots", "Lisbon": "Tagus Bridge", "Biscuit": "Biscuzzle"}
     openai_stub.default_chat_reply = lambda body: json.dumps(
-        {"name": "Tagus Bridge" if "Lisbon" in body["messages"][1]["content"] else "Merrell Moab Boots",
+        {"name": next((new for old, new in proposals.items() if f"Current name: {old}\n" in body["messages"][1]["content"]),
+                      "Douro Cruise"),
          "narrative": "Bought in May; too stiff at first."})
-    boots, lisbon, long_name = refiner.refine_many([
-        ("Hiking Boots", "Merrell Moab bought in May | too stiff at first"),
-        ("Lisbon", "anniversary trip | Rachel wants Porto too"),
-        ("Lisbon Anniversary Trip With Rachel And Dana", "Lisbon in June | Porto too")])
-    assert boots.name == "Merrell Moab Boots"  # grounded in its descriptions: the better name is taken
+    boots, lisbon, dog, long_name = refiner.refine_many([
+        ("Hiking Boots", "Merrell Moab bought in May | too stiff at first",
+         "I bought Merrell Moab boots in May. Nice! They were too stiff at first."),
+        ("Lisbon", "anniversary trip | Rachel wants Porto too", "Our anniversary trip to Lisbon. Sounds lovely."),
+        # The model's own description names the dog wrongly; the pairs never do.
+        ("Biscuit", "Biscuzzle, the user's dog | chewed shoes", "My dog Biscuit chewed my shoes. Puppies chew."),
+        ("Lisbon Anniversary Trip With Rachel And Dana", "Lisbon in June | Porto too", "Lisbon in June with Rachel.")])
+    assert boots.name == "Merrell Moab Boots"  # grounded in its pairs: the better name is taken
     assert lisbon.name == "Lisbon" and lisbon.narrative  # invented: the subject keeps its own name
+    assert dog.name == "Biscuit"  # only a description says it: not evidence
     assert long_name.name == "Lisbon Anniversary Trip With Rachel And Dana"  # kept whole, never cut to five words
 
 

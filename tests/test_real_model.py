@@ -144,14 +144,18 @@ def every_word_said(name: str, texts: list[str]) -> bool:
     return bool(words) and all(any(token.startswith(w[:max(3, len(w) - 2)]) for token in spoken) for w in words)
 
 
-def test_refinement_through_the_real_model_keeps_names_the_descriptions_hold(llm_env):
+def test_refinement_through_the_real_model_keeps_names_the_pairs_say(llm_env):
     refiner = OpenAIRefiner(chat_client(DreamingSettings()), max_in_flight=2)
-    drawers = [("Biscuit", "the user's dog | chewed the running shoes | ran five kilometres by the river"),
-               ("Porto Half Marathon", "the user trains for it in October | Dana wants to run it too")]
-    for (name, description), refined in zip(drawers, refiner.refine_many(drawers), strict=True):
+    said = {"Biscuit": " ".join(f"{u} {a}" for u, a in EXCHANGES if "Biscuit" in u),
+            "Porto Half Marathon": " ".join(f"{u} {a}" for u, a in EXCHANGES if "Porto" in u)}
+    drawers = [("Biscuit", "the user's dog | chewed the running shoes | ran five kilometres by the river",
+                said["Biscuit"]),
+               ("Porto Half Marathon", "the user trains for it in October | Dana wants to run it too",
+                said["Porto Half Marathon"])]
+    for (name, _, text), refined in zip(drawers, refiner.refine_many(drawers), strict=True):
         assert not isinstance(refined, Exception), refined
         assert refined.narrative and " | " not in refined.narrative
-        assert is_grounded(refined.name, TextWords.of(name, description)), refined
+        assert is_grounded(refined.name, TextWords.of(name, text)), refined
 
 
 def test_the_real_server_refuses_json_schema_and_cut_replies_are_never_parsed(llama):
@@ -159,6 +163,6 @@ def test_the_real_server_refuses_json_schema_and_cut_replies_are_never_parsed(ll
                             attempts_per_model=1, backoff_s=0.0, timeout_s=120)
     refiner = OpenAIRefiner(client)
     with pytest.raises(LLMCallError, match="cut at the token limit \\(8 tokens\\)"):
-        refiner.refine("Biscuit", "the user's dog | chews shoes")
+        refiner.refine("Biscuit", "the user's dog | chews shoes", "My dog Biscuit chews shoes.")
     # The server answered 500 to json_schema; the client found json_object and keeps to it.
     assert client.output_formats() == [("smollm2", "json_object")]

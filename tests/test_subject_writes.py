@@ -162,8 +162,8 @@ TITLED = ["Hawaii Trip", "Sourdough Baking", "Marathon Training", "Lisbon Hotels
 class RenamingRefiner(OfflineRefiner):
     """The offline refiner (which keeps a canonical name), except that it renames the first of TITLED."""
 
-    def refine(self, name: str, description: str):
-        refined = super().refine(name, description)
+    def refine(self, name: str, description: str, said: str = ""):
+        refined = super().refine(name, description, said)
         return refined.model_copy(update={"name": "Big Island trip"}) if name == TITLED[0] else refined
 
 

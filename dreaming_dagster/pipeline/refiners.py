@@ -38,8 +38,9 @@ class Refinement(BaseModel):
 class Refiner(Protocol):
     provider: str
 
-    def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
-        """One result per (name, description)."""
+    def refine_many(self, subjects: Sequence[tuple[str, str, str]]) -> list[Refinement | Exception]:
+        """One result per (name, description, said): ``said`` is what the subject's pairs say, the only
+        evidence a new name may rest on (descriptions are a model's own words)."""
         ...
 
 
@@ -53,7 +54,7 @@ class OfflineRefiner:
 
     provider = "offline"
 
-    def refine(self, name: str, description: str) -> Refinement:
+    def refine(self, name: str, description: str, said: str = "") -> Refinement:
         fragments = description_fragments(description)
         if len(fragments) <= 1:
             narrative = _sentence(fragments[0] if fragments else name)
@@ -64,7 +65,7 @@ class OfflineRefiner:
                          f"Most recently: {_sentence(fragments[-1])}")
         return Refinement(name=name, narrative=narrative)
 
-    def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
+    def refine_many(self, subjects: Sequence[tuple[str, str, str]]) -> list[Refinement | Exception]:
         return call_each(self.refine, subjects, max_in_flight=1)
 
 
@@ -78,18 +79,19 @@ class OpenAIRefiner:
     def __init__(self, client: JSONChatClient, max_in_flight: int = 15):
         self.client, self.max_in_flight = client, max_in_flight
 
-    def refine(self, name: str, description: str) -> Refinement:
+    def refine(self, name: str, description: str, said: str) -> Refinement:
         messages = [{"role": "system", "content": load_prompt("refinement")},
                     {"role": "user", "content": f"Current name: {name}\nDescriptions: {description[:12000]}"}]
         refined = self.client.ask(messages, Refinement, "subject_refinement", refinement_schema())
-        if not is_grounded(refined.name, TextWords.of(name, description)):
-            # A new name the descriptions do not support is the model's invention: the subject keeps its own.
-            logger.info("refinement renamed %r to %r, which its descriptions do not say; keeping %r",
+        if not is_grounded(refined.name, TextWords.of(name, said)):
+            # A new name its pairs do not say is the model's invention, even when its own descriptions
+            # repeat it (a small model described "Biscuit" as "Biscuzzle"): the subject keeps its name.
+            logger.info("refinement renamed %r to %r, which its pairs do not say; keeping %r",
                         name, refined.name, name)
             refined = refined.model_copy(update={"name": name})  # as stored: a longer name is not cut
         return refined
 
-    def refine_many(self, subjects: Sequence[tuple[str, str]]) -> list[Refinement | Exception]:
+    def refine_many(self, subjects: Sequence[tuple[str, str, str]]) -> list[Refinement | Exception]:
         return call_each(self.refine, subjects, self.max_in_flight)
 
 

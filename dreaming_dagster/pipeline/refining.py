@@ -33,7 +33,8 @@ def refine_pending(database: Database, refiner: Refiner, embedder: Embedder, use
     failed: list = []  # retried on a later run, not again in this one
     for rows in pending_batches(database, "pipeline/pending_refinement_batch",
                                 {"user_id": user_id, "kg_id": kg_id, "limit": batch_size, "skip_ids": failed}):
-        results = refiner.refine_many([(row["subject_text"], row["description_text"]) for row in rows])
+        results = refiner.refine_many([(row["subject_text"], row["description_text"], row["said"])
+                                       for row in rows])
         done, proposed = [], set()
         for row, result in zip(rows, results, strict=True):
             if isinstance(result, Exception):
