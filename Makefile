@@ -65,7 +65,7 @@ lint: install
 ui: install
 	$(BIN)/dreaming ui
 
-bench: bench-ingest bench-embedding-batches bench-embedding-quantization bench-key-vectors bench-dreaming bench-time bench-time-finding bench-extraction-workers bench-sensor bench-stages bench-recall bench-longmemeval bench-encoder-training bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability bench-service-faults bench-forget bench-graph bench-compact-pass bench-serve bench-scale bench-llm-local
+bench: bench-ingest bench-embedding-batches bench-embedding-quantization bench-key-vectors bench-dreaming bench-time bench-time-finding bench-extraction-workers bench-sensor bench-stages bench-recall bench-longmemeval bench-encoder-training bench-graph-expansion bench-lexical bench-encoder-coverage bench-question-type bench-llm-cost bench-reliability bench-service-faults bench-forget bench-graph bench-compact-pass bench-serve bench-scale bench-llm-local
 	$(BIN)/python bench/report.py
 
 
@@ -76,8 +76,12 @@ clean-data:
 # The encoder study reads the benchmark memories the ranker's bench keeps there (built first where missing: a
 # re-run only does what is missing).
 bench-encoder-training: install
-	$(BIN)/python bench/longmemeval.py --data-dir .dreaming/longmemeval --memories-only
+	$(BIN)/python bench/longmemeval.py --data-dir .dreaming/longmemeval --memories-only longmemeval_memory locomo_memory realmem_memory
 	$(BIN)/python bench/encoder_training.py --data-dir .dreaming/longmemeval
+
+bench-graph-expansion: install
+	$(BIN)/python bench/longmemeval.py --data-dir .dreaming/longmemeval --memories-only locomo_memory
+	$(BIN)/python bench/graph_expansion.py --data-dir .dreaming/longmemeval
 
 # bench-encoder-coverage runs bench/encoder_coverage.py, and so on: one script a benchmark.
 bench-%: install

@@ -93,7 +93,7 @@ def main() -> None:
                         help="copy the v6 model into the package when it beats every distribution's bar on dev")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--memories-only", nargs="*", choices=MEMORIES, default=None, metavar="MEMORY",
-                        help="build these memories (default: all three) under --data-dir, the slow part, and stop")
+                        help="build these memories (default: all four) under --data-dir, the slow part, and stop")
     parser.add_argument("--name", default="longmemeval",
                         help="the result files' name (a comparison run beside the committed one)")
     args = parser.parse_args()

@@ -188,6 +188,29 @@ def encoder_training_rows(r: dict) -> Rows:
     return rows
 
 
+def graph_expansion_rows(r: dict) -> Rows:
+    chosen = r["rerank"]["chosen"]
+    rows = []
+    for part in ("dev", "test"):
+        base, without = r["shipped"][part], r["without_graph_candidates"][part]
+        rerank = (f" · re-ranked by shared subjects (k={chosen['leaders']}, λ={chosen['weight']}) "
+                  f"{chosen[part].get('locomo-multi-hop', float('nan')):.3f}") if chosen else ""
+        rows.append((f"LoCoMo {part}: multi-hop NDCG@10 ({r['questions'][part].get('locomo-multi-hop', 0)} questions)",
+                     f"shipped {base.get('locomo-multi-hop', float('nan')):.3f} · without graph candidates "
+                     f"{without.get('locomo-multi-hop', float('nan')):.3f}{rerank}"))
+        rows.append((f"LoCoMo {part}: all questions, NDCG@10",
+                     f"shipped {base['all']:.3f} · without graph candidates {without['all']:.3f}"
+                     + (f" · re-ranked {chosen[part]['all']:.3f}" if chosen else "")))
+        recall = r["pool_recall"][part]
+        rows.append((f"LoCoMo {part}: pool recall", f"with graph candidates {recall['with graph candidates']:.3f} · "
+                     f"without {recall['without']:.3f}"))
+    for e in r["expansion"]:
+        if e["part"] == "test":
+            rows.append((f"test multi-hop: relevant pairs the pool misses, reached through the top {e['leaders']}'s subjects",
+                         f"{e['relevant_reached']} of {e['relevant_missing']}, adding {e['pairs_added']:,} pairs"))
+    return rows
+
+
 def llm_cost_rows(r: dict) -> Rows:
     per = r["per_1000_pairs"]
     return [("input / output tokens", f"{per['input_tokens']:,} / {per['output_tokens']:,}"),

@@ -123,3 +123,25 @@ def test_encoder_training_bench(tmp_path, trimmed_haystacks, trimmed_locomo, tri
         assert 0 <= method["locomo"]["test"]["ndcg@10"] <= 1 and method["oracle"]["dev"]["questions"] > 0
     assert len(result["adapter"]["histories"]["0"]) == 3 and result["lora"]["seconds"][0]["training"] > 0
     assert "| RealMem | test | 2 |" in (tmp_path / "r.md").read_text()
+
+
+def test_graph_expansion_bench(tmp_path, trimmed_locomo):
+    import subprocess
+    import sys
+
+    from tests.bench_smoke import BENCH
+
+    data_dir = tmp_path / "memories"
+    run_bench("longmemeval", "--locomo", str(trimmed_locomo), "--data-dir", str(data_dir),
+              "--memories-only", "locomo_memory")
+    # A fresh process, as after `make bench-encoder-training`'s memories (that bench stopped their server).
+    subprocess.run([sys.executable, str(BENCH / "graph_expansion.py"), "--data-dir", str(data_dir), "--leaders", "3",
+                    "--weights", "0.5", "1", "--out", str(tmp_path / "r.json")], check=True, timeout=900)
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert [(g["leaders"], g["weight"]) for g in result["rerank"]["grid"]] == [(3, 0.5), (3, 1.0)]
+    for part in ("dev", "test"):
+        recall = result["pool_recall"][part]
+        assert 0 <= recall["without"] <= recall["with graph candidates"] <= 1
+        assert 0 <= result["shipped"][part]["all"] <= 1
+    assert {(e["part"], e["leaders"]) for e in result["expansion"]} == {("dev", 3), ("test", 3)}
+    assert "Pool expansion through" in (tmp_path / "r.md").read_text()

@@ -214,6 +214,7 @@ class TrainingExample:
     negatives: np.ndarray  # [n] pair indices
     question: int
     memory: str
+    nearest_positive: int  # the relevant pair MiniLM ranks highest
 
 
 def training_examples(sets: Sequence[RecallQuestions], part: str = "train",
@@ -231,7 +232,8 @@ def training_examples(sets: Sequence[RecallQuestions], part: str = "train",
                                  pairs.reply_vectors[members], pairs.has_reply[members])[0]
             negatives = members[~labels][np.argsort(-scores[~labels], kind="stable")[:hard_negatives]]
             out.append(TrainingExample(query=questions.query_vectors[row], positives=members[labels],
-                                       negatives=negatives, question=row, memory=questions.memory))
+                                       negatives=negatives, question=row, memory=questions.memory,
+                                       nearest_positive=int(members[labels][np.argmax(scores[labels])])))
     return out
 
 
@@ -318,11 +320,15 @@ def _turn_texts(questions: RecallQuestions, row: int, members: np.ndarray) -> li
 def fine_tune_encoder(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs: int = 1, rank: int = 8,
                       batch_size: int = 16, hard_negatives: int = 1, max_tokens: int = 128,
                       learning_rate: float = 2e-4, limit_questions: int | None = None,
-                      log: Callable[[str], None] = print):
+                      positive: str = "random", log: Callable[[str], None] = print):
     """MiniLM with LoRA updates (rank ``rank``) of its attention and feed-forward weights, trained with
     InfoNCE: each training question against its own relevant pair (the turn closer to it), the other
-    questions' pairs of the batch and ``hard_negatives`` of its hardest negatives. Returns the
-    sentence-transformers model (LoRA merged in) and the loss per step."""
+    questions' pairs of the batch and ``hard_negatives`` of its hardest negatives. ``positive`` picks the
+    relevant pair a step trains on: ``random`` (any) or ``nearest`` (the one MiniLM ranks highest; a label
+    that marks a whole session then trains on its pair that talks of the query, not a random one of it).
+    Returns the sentence-transformers model (LoRA merged in) and the loss per step."""
+    if positive not in ("random", "nearest"):
+        raise ValueError(f"positive: {positive!r} is neither 'random' nor 'nearest'")
     from peft import LoraConfig, get_peft_model
     from sentence_transformers import SentenceTransformer
 
@@ -356,7 +362,8 @@ def fine_tune_encoder(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs:
             for e in batch:
                 questions = by_memory[e.memory]
                 queries.append(questions.texts[e.question])
-                chosen = [rng.choice(e.positives)] + list(e.negatives[:max(hard_negatives, 0)])
+                anchor = rng.choice(e.positives) if positive == "random" else e.nearest_positive
+                chosen = [anchor] + list(e.negatives[:max(hard_negatives, 0)])
                 documents += _turn_texts(questions, e.question, np.asarray(chosen))
             per_example = 1 + hard_negatives
             scores = encode(queries) @ encode(documents).T / TEMPERATURE  # [B, B × per_example]
