@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/encoder_training.py [--data-dir .dreaming/longmemeval] [--seeds 0 1 2]
                                                [--adapter-epochs 8] [--lora-seeds 0 1 2] [--lora-epochs 1]
-                                               [--lora-questions N] [--contexts CONTEXT ...]
+                                               [--lora-questions N] [--lora-positive random|nearest]
+                                               [--lora-hard-negatives 1] [--contexts CONTEXT ...]
 
 Reads the benchmark memories a ranker run built and kept (`bench/longmemeval.py --data-dir DIR
 --memories-only`): every memory whose manifest is there (oracle, `_S`, LoCoMo, RealMem). Each encoder is
@@ -93,6 +94,10 @@ def main() -> None:
     parser.add_argument("--contexts", nargs="*", default=list(encoder.CONTEXTS), choices=encoder.CONTEXTS,
                         help="context put before each pair's first turn, measured with MiniLM")
     parser.add_argument("--lora-questions", type=int, default=None, help="train LoRA on this many questions")
+    parser.add_argument("--lora-positive", choices=("random", "nearest"), default="random",
+                        help="the relevant pair a LoRA step trains on: any, or the one MiniLM ranks highest")
+    parser.add_argument("--lora-hard-negatives", type=int, default=1,
+                        help="MiniLM's hardest non-relevant pairs beside each LoRA positive")
     args = parser.parse_args()
     data_dir = args.data_dir.resolve()
     embedder = LocalMiniLMEmbedder()
@@ -120,7 +125,8 @@ def main() -> None:
     for seed in args.lora_seeds:
         started = time.perf_counter()
         model, losses = encoder.fine_tune_encoder(sets, seed=seed, epochs=args.lora_epochs,
-                                                  limit_questions=args.lora_questions)
+                                                  limit_questions=args.lora_questions, positive=args.lora_positive,
+                                                  hard_negatives=args.lora_hard_negatives)
         trained = time.perf_counter() - started
         with encoder.saved_encoder(model) as tuned:
             vectors = {q.memory: encoder.reembedded(tuned, q, ("dev", HELD_OUT[q.memory])) for q in sets}

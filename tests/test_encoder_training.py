@@ -74,6 +74,22 @@ def test_training_examples_take_the_hardest_negatives_first():
     assert e.negatives.tolist() == hardest.tolist()
 
 
+def test_the_nearest_positive_is_the_relevant_pair_minilm_ranks_highest():
+    questions = synthetic_set("a", 4)
+    for row in questions.rows("train"):  # a session-wide label: a distractor near the question is relevant too
+        questions.relevant[row] = questions.relevant[row].copy()
+        questions.relevant[row][1] = True
+    examples = encoder.training_examples([questions])
+    for e in examples:
+        scores = questions.query_vectors[e.question] @ questions.pairs.vectors[e.positives].T
+        assert e.nearest_positive == e.positives[int(np.argmax(scores))] and len(e.positives) == 2
+    # Mostly the distractor lying near the question, rarely the one along the rotation.
+    near = sum(e.nearest_positive == questions.candidates[e.question][1] for e in examples)
+    assert near >= 0.75 * len(examples)
+    with pytest.raises(ValueError, match="positive"):
+        encoder.fine_tune_encoder([questions], positive="farthest")
+
+
 @pytest.mark.slow  # loads MiniLM in PyTorch and exports it to ONNX
 def test_a_saved_encoder_embeds_as_the_product_does():
     from sentence_transformers import SentenceTransformer
