@@ -3,7 +3,8 @@
     .venv/bin/python bench/encoder_training.py [--data-dir .dreaming/longmemeval] [--seeds 0 1 2]
                                                [--adapter-epochs 8] [--lora-seeds 0 1 2] [--lora-epochs 1]
                                                [--lora-questions N] [--lora-positive random|nearest]
-                                               [--lora-hard-negatives 1] [--contexts CONTEXT ...]
+                                               [--lora-hard-negatives 1] [--lora-negatives-outside-evidence]
+                                               [--contexts CONTEXT ...]
 
 Reads the benchmark memories a ranker run built and kept (`bench/longmemeval.py --data-dir DIR
 --memories-only`): every memory whose manifest is there (oracle, `_S`, LoCoMo, RealMem). Each encoder is
@@ -26,12 +27,9 @@ import numpy as np
 from common import ROOT, bench_parser, machine, stopped_on_exit  # first: puts the project on the import path
 
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder
-from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
 from dreaming_dagster.storage import embedded
 from dreaming_dagster.storage.database import Database
-from dreaming_dagster.training import encoder, locomo, realmem
-from dreaming_dagster.training.memory import MemoryManifest
-from dreaming_dagster.training.split import ranker_split
+from dreaming_dagster.training import encoder
 from dreaming_dagster.training.workspace import RankerWorkspace
 
 HELD_OUT = {"oracle": "validation", "s": "test", "locomo": "test", "realmem": "test"}
@@ -39,25 +37,17 @@ NAMES = {"oracle": "oracle", "s": "`_S`", "locomo": "LoCoMo", "realmem": "RealMe
 
 
 def load_sets(database: Database, ws: RankerWorkspace, embedder) -> list[encoder.RecallQuestions]:
-    manifests = {memory: MemoryManifest.from_json(path.read_text())
-                 for memory, path in (("oracle", ws.memory_manifest), ("s", ws.haystacks_manifest),
-                                      ("locomo", ws.locomo_manifest), ("realmem", ws.realmem_manifest))
-                 if path.is_file()}
-    if "oracle" not in manifests:
-        raise SystemExit(f"{ws.memory_manifest} is missing: build the memories with bench/longmemeval.py "
-                         "--data-dir DIR --memories-only first")
-    answerable = [q for q in manifests["oracle"].questions if q.answerable]
-    split = ranker_split([q.question_id for q in answerable], [q.longmemeval_type for q in answerable])
-    part_of = {"oracle": split.part_of, "s": split.part_of, "locomo": locomo.part_of, "realmem": realmem.part_of}
-    sets = []
-    for memory, manifest in manifests.items():
-        started = time.perf_counter()
-        questions = encoder.recall_questions(database, memory, manifest.questions, manifest.users, TRAINING_KG_ID,
-                                             historical=manifest.mode != "one-user", part_of=part_of[memory])
+    started = time.perf_counter()
+    try:
+        sets = encoder.benchmark_question_sets(database, ws)
+    except FileNotFoundError as error:
+        raise SystemExit(f"{error}: build the memories with bench/longmemeval.py --data-dir DIR --memories-only "
+                         "first") from None
+    for questions in sets:
         questions.query_vectors = np.asarray(embedder.embed(questions.texts), np.float32)
-        print(f"{memory}: {len(questions.question_ids)} questions, {len(questions.pairs.content_hashes):,} pairs "
-              f"({time.perf_counter() - started:.1f} s)", flush=True)
-        sets.append(questions)
+        print(f"{questions.memory}: {len(questions.question_ids)} questions, "
+              f"{len(questions.pairs.content_hashes):,} pairs", flush=True)
+    print(f"read in {time.perf_counter() - started:.1f} s", flush=True)
     return sets
 
 
@@ -98,6 +88,8 @@ def main() -> None:
                         help="the relevant pair a LoRA step trains on: any, or the one MiniLM ranks highest")
     parser.add_argument("--lora-hard-negatives", type=int, default=1,
                         help="MiniLM's hardest non-relevant pairs beside each LoRA positive")
+    parser.add_argument("--lora-negatives-outside-evidence", action="store_true",
+                        help="draw LoRA's hard negatives from sessions without a relevant pair")
     args = parser.parse_args()
     data_dir = args.data_dir.resolve()
     embedder = LocalMiniLMEmbedder()
@@ -124,16 +116,17 @@ def main() -> None:
     lora_runs, lora_seconds = [], []
     for seed in args.lora_seeds:
         started = time.perf_counter()
-        model, losses = encoder.fine_tune_encoder(sets, seed=seed, epochs=args.lora_epochs,
-                                                  limit_questions=args.lora_questions, positive=args.lora_positive,
-                                                  hard_negatives=args.lora_hard_negatives)
+        tuned = encoder.fine_tune_encoder(sets, seed=seed, epochs=args.lora_epochs,
+                                          limit_questions=args.lora_questions, positive=args.lora_positive,
+                                          hard_negatives=args.lora_hard_negatives,
+                                          negatives_outside_evidence=args.lora_negatives_outside_evidence)
         trained = time.perf_counter() - started
-        with encoder.saved_encoder(model) as tuned:
-            vectors = {q.memory: encoder.reembedded(tuned, q, ("dev", HELD_OUT[q.memory])) for q in sets}
+        with encoder.delta_encoder(tuned) as embedder_with_delta:
+            vectors = {q.memory: encoder.reembedded(embedder_with_delta, q, ("dev", HELD_OUT[q.memory])) for q in sets}
         lora_runs.append(evaluate(sets, {m: v[0] for m, v in vectors.items()},
                                   {m: (v[1], v[2]) for m, v in vectors.items()}))
         lora_seconds.append({"training": round(trained, 1), "re-embedding": round(time.perf_counter() - started - trained, 1),
-                             "final_loss": float(np.mean(losses[-10:]))})
+                             "final_loss": float(np.mean(tuned.losses[-10:]))})
     if lora_runs:
         results["lora"] = {"seconds": lora_seconds, "by_seed": lora_runs,
                            "ndcg@10": {q.memory: {part: spread(lora_runs, q.memory, part)

@@ -1,11 +1,13 @@
 """train_ranker_job on four distributions, side by side in one run: results tables and each asset's wall time.
 
     .venv/bin/python bench/longmemeval.py [--training-questions 20] [--epochs 50] [--seed 0] [--ship]
+                                          [--no-encoder] [--encoder-questions N]
                                           [--data-dir DIR [--memories-only [MEMORY ...]]]
 
-Runs the seven ranker assets through Dagster (an ephemeral instance) with the project's default providers
+Runs the nine ranker assets through Dagster (an ephemeral instance) with the project's default providers
 (all-MiniLM-L6-v2 embeddings and the offline extractor unless DREAMING_* says otherwise): the pooled
-oracle (one user, every session), the `_S` haystacks of the dev and test questions and of
+oracle (one user, every session), the memory encoder trained on it and on LoCoMo and RealMem (kept only if it
+beats MiniLM on every distribution's dev questions; then every memory is embedded by it), the `_S` haystacks of the dev and test questions and of
 ``--training-questions`` training ones (one user a question), LoCoMo's conversations between people (one user
 a conversation), RealMem's personas (one user a persona, each query asked as of its session's start), their
 pools, the models and the evaluation: each distribution's held-out part (the oracle's validation questions, the
@@ -14,7 +16,8 @@ pools, the models and the evaluation: each distribution's held-out part (the ora
 By default every memory is built from nothing in a temporary directory (the `_S` haystacks are most of the
 time); ``--data-dir`` keeps them in an embedded Postgres there for the next run, and ``--memories-only``
 builds them and stops. ``--ship`` copies the v6 model into the package (what recall uses until a deployment
-publishes its own) when it beats every distribution's best ordering without a model on dev. Writes
+publishes its own) when it beats every distribution's best ordering without a model on dev, and with it the
+memory encoder's delta it was trained on (or removes the shipped delta when MiniLM stays). Writes
 bench/results/longmemeval.{json,md} and the training curves.
 """
 
@@ -48,6 +51,7 @@ from dreaming_dagster.defs.resources import (
     LLMResource,
 )
 from dreaming_dagster.defs.training import assets as ranker_assets
+from dreaming_dagster.embeddings import SHIPPED_ENCODER_DELTA
 from dreaming_dagster.ingest.readers import default_haystacks_path
 from dreaming_dagster.pipeline.pending_work import TRAINING_KG_ID
 from dreaming_dagster.retrieval.ranker import SHIPPED_RANKER, load_ranker
@@ -57,7 +61,7 @@ from dreaming_dagster.training.variants import PUBLISHED_VERSION
 from dreaming_dagster.training.workspace import RankerWorkspace
 
 MEMORIES = ["longmemeval_memory", "longmemeval_haystacks", "locomo_memory", "realmem_memory"]
-ASSETS = [*MEMORIES, "longmemeval_pools", "ranker_model", "ranker_evaluation"]
+ASSETS = [*MEMORIES, "memory_encoder", "encoded_memories", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 
 
 def step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
@@ -84,6 +88,10 @@ def main() -> None:
                         help="`_S` dev and test haystacks, a stratified sample of this many each (default: all)")
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-encoder", action="store_true",
+                        help="train no memory encoder: the memories and the ranker stay on MiniLM")
+    parser.add_argument("--encoder-questions", type=int, default=None,
+                        help="train the memory encoder on this many questions (a quick look)")
     parser.add_argument("--pool-size", type=int, default=50)
     parser.add_argument("--lexical-pool-size", type=int, default=50)
     parser.add_argument("--limit-questions", type=int, default=None, help="only the oracle's first N questions")
@@ -108,6 +116,7 @@ def main() -> None:
         "locomo_memory": {"config": {"dataset_path": str(args.locomo.resolve()) if args.locomo else ""}},
         "realmem_memory": {"config": {"dataset_path": str(args.realmem.resolve()) if args.realmem else ""}},
         "longmemeval_pools": {"config": {"pool_size": args.pool_size, "lexical_pool_size": args.lexical_pool_size}},
+        "memory_encoder": {"config": {"enabled": not args.no_encoder, "limit_questions": args.encoder_questions}},
         "ranker_model": {"config": {"epochs": args.epochs, "seed": args.seed, "promote": False}}}}
 
     with contextlib.ExitStack() as stack:
@@ -156,6 +165,11 @@ def main() -> None:
         ships = args.ship and training["models"][PUBLISHED_VERSION]["best_dev_gain"] > 0
         if ships:
             SHIPPED_RANKER.write_bytes(scored)
+            # The ranker read the memory encoder's vectors when it was kept: the package ships both, or neither.
+            if ws.encoder_delta.is_file():
+                SHIPPED_ENCODER_DELTA.write_bytes(ws.encoder_delta.read_bytes())
+            else:
+                SHIPPED_ENCODER_DELTA.unlink(missing_ok=True)
         ranker = load_ranker(ws.model(PUBLISHED_VERSION))
         shipped_model = {"sha256": hashlib.sha256(scored).hexdigest(), "version": ranker.version,
                          "embedding_model": ranker.embedding_model, "hidden": training["hidden"],
@@ -175,6 +189,7 @@ def main() -> None:
         "haystack_memory": {k: v for k, v in haystack_memory.items() if k != "dataset"},
         "locomo_memory": {k: v for k, v in locomo_memory.items() if k != "dataset"},
         "realmem_memory": {k: v for k, v in realmem_memory.items() if k != "dataset"},
+        "memory_encoder": {**metadata["memory_encoder"], **metadata["encoded_memories"]},
         "keys": keys,
         "pools": {k: v for k, v in metadata["longmemeval_pools"].items()
                   if k not in ("by_question_type", "questions_table", "candidates_table")},
@@ -209,6 +224,9 @@ def main() -> None:
               f"RealMem memory: {realmem_memory['users']} personas, {realmem_memory['questions']} queries "
               f"({realmem_memory.get('train_questions', 0)} train, {realmem_memory.get('dev_questions', 0)} dev, "
               f"{realmem_memory.get('test_questions', 0)} test), each asked as of its session's start",
+              f"Memory encoder: {'kept' if results['memory_encoder'].get('kept') else 'not kept, MiniLM embeds'}"
+              f" (worst dev gain of cosine NDCG@10 {results['memory_encoder'].get('worst_dev_gain', float('nan')):+.4f})"
+              f" · the memories and the ranker embedded by {results['memory_encoder'].get('embedding_model')}",
               f"Shipped model: {'yes' if ships else 'no'} · v6 sha256 `{shipped_model['sha256']}`",
               "", "| asset | wall time (s) |", "|---|---:|",
               *[f"| {name} | {seconds.get(name, float('nan'))} |" for name in ASSETS],

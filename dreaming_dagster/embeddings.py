@@ -202,14 +202,26 @@ class LocalMiniLMEmbedder:
     time), exported on first use into ``model_cache_dir`` (None: DREAMING_EMBEDDING_MODEL_CACHE_DIR's default);
     "torch" in sentence-transformers. Either way the intra-op threads are torch's (``torch.set_num_threads``,
     which the service sets to DREAMING_SERVE_TORCH_THREADS). ``runtime_used`` says which ran: "onnx" falls
-    back to "torch", with a warning in the log, if ONNX Runtime cannot export or load the model."""
+    back to "torch", with a warning in the log, if ONNX Runtime cannot export or load the model.
+
+    ``encoder_delta`` (a file of encoder_delta.py) runs MiniLM with that low-rank delta merged in (written
+    into the model cache on first use) and names it in :attr:`spec`, so its vectors are never compared with
+    MiniLM's; ``model_dir`` runs another sentence-transformers directory of MiniLM's shape as it is."""
 
     spec = EmbeddingSpec(model=LOCAL_MODEL_ID, dimension=LOCAL_DIMENSION)
 
     def __init__(self, batch_size: int = 64, runtime: LocalRuntime = DECLARED_DEFAULTS.embedding_local_runtime,
-                 model_cache_dir: Path | None = None, model_dir: Path | None = None):
+                 model_cache_dir: Path | None = None, model_dir: Path | None = None,
+                 encoder_delta: Path | None = None):
         if runtime not in ("onnx", "torch"):
             raise ValueError(f"runtime must be 'onnx' or 'torch', got {runtime!r}")
+        if model_dir is not None and encoder_delta is not None:
+            raise ValueError("model_dir and encoder_delta: give one, a model directory or a delta over MiniLM")
+        self.encoder_delta = Path(encoder_delta) if encoder_delta is not None else None
+        if self.encoder_delta is not None:
+            from dreaming_dagster.encoder_delta import encoder_id
+
+            self.spec = EmbeddingSpec(model=encoder_id(self.encoder_delta), dimension=LOCAL_DIMENSION)
         self.batch_size = batch_size
         self.runtime = runtime
         self.model_cache_dir = model_cache_dir
@@ -217,6 +229,19 @@ class LocalMiniLMEmbedder:
         self.runtime_used: str | None = None  # set by the first embed()
         self._onnx_cache_dir: Path | None = None
         self._lock = threading.Lock()  # one encoder call at a time: it already uses every thread it is given
+
+    def _cache_dir(self) -> Path:
+        if self._onnx_cache_dir is None:  # resolved once: building the settings costs ~5 ms a call
+            self._onnx_cache_dir = Path(self.model_cache_dir or DreamingSettings().resolved_model_cache_dir).resolve()
+        return self._onnx_cache_dir
+
+    def _model_dir(self) -> Path:
+        """The sentence-transformers directory this embedder runs (MiniLM, with the delta merged in if any)."""
+        if self.model_dir is None and self.encoder_delta is not None:
+            from dreaming_dagster.encoder_delta import merged_encoder_dir
+
+            self.model_dir = merged_encoder_dir(_minilm_dir(), self.encoder_delta, self._cache_dir())
+        return self.model_dir or _minilm_dir()
 
     def _onnx_encoder(self):
         """The ONNX encoder for torch's current thread count (load_onnx_encoder keeps one per count), or
@@ -227,10 +252,9 @@ class LocalMiniLMEmbedder:
 
         from dreaming_dagster.onnx_encoder import load_onnx_encoder
 
-        if self._onnx_cache_dir is None:  # resolved once: building the settings costs ~5 ms a call
-            self._onnx_cache_dir = Path(self.model_cache_dir or DreamingSettings().resolved_model_cache_dir).resolve()
+        model_dir = self._model_dir()  # outside the try: a bad delta is an error, not a reason to run PyTorch
         try:
-            encoder = load_onnx_encoder(self.model_dir or _minilm_dir(), self._onnx_cache_dir, torch.get_num_threads())
+            encoder = load_onnx_encoder(model_dir, self._cache_dir(), torch.get_num_threads())
         except Exception as exc:  # ImportError, export or load failures: PyTorch gives the same vectors
             log.warning("ONNX Runtime unavailable for %s (%s); embedding with PyTorch", LOCAL_MODEL_ID, exc)
             self.runtime_used = "torch"
@@ -250,7 +274,7 @@ class LocalMiniLMEmbedder:
                                                      max_tokens=ONNX_BATCH_TOKENS):
                     vectors[batch] = encoder.encode([texts[i] for i in batch])
                 return _normalise(vectors)
-            model = _load_sentence_model(self.model_dir or _minilm_dir())
+            model = _load_sentence_model(self._model_dir())
             self.runtime_used = "torch"
             # Word pieces the encoder will read (it truncates at max_seq_length), to batch by length.
             lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True,
@@ -297,10 +321,27 @@ class OpenAICompatibleEmbedder:
         return _normalise(np.array(rows))
 
 
+# The memory encoder the package ships, as a delta over MiniLM (encoder_delta.py), when it ships one.
+SHIPPED_ENCODER_DELTA = Path(__file__).resolve().parent / "retrieval" / "models" / "shipped_encoder_delta.safetensors"
+
+
+def local_encoder_delta(settings: DreamingSettings) -> Path | None:
+    """The delta the local provider embeds with: DREAMING_EMBEDDING_ENCODER_DELTA's, else the shipped one
+    (DREAMING_EMBEDDING_LOCAL_ENCODER=shipped, when the package has it), else none (MiniLM itself)."""
+    delta = settings.embedding_encoder_delta
+    if delta is not None:
+        if not delta.expanduser().is_file():
+            raise ValueError(f"DREAMING_EMBEDDING_ENCODER_DELTA: {delta} is not a file")
+        return delta.expanduser().resolve()
+    if settings.embedding_local_encoder == "shipped" and SHIPPED_ENCODER_DELTA.is_file():
+        return SHIPPED_ENCODER_DELTA
+    return None
+
+
 def embedder_from_settings(settings: DreamingSettings) -> Embedder:
     if settings.embedding_provider == "local":
         return _shared_local_embedder(settings.embedding_batch_size, settings.embedding_local_runtime,
-                                      settings.resolved_model_cache_dir)
+                                      settings.resolved_model_cache_dir, local_encoder_delta(settings))
     missing = [name for name, value in (("DREAMING_EMBEDDING_MODEL", settings.embedding_model),
                                         ("DREAMING_EMBEDDING_DIMENSIONS", settings.embedding_dimensions))
                if not value]
@@ -314,6 +355,8 @@ def embedder_from_settings(settings: DreamingSettings) -> Embedder:
 
 
 @cache
-def _shared_local_embedder(batch_size: int, runtime: LocalRuntime, model_cache_dir: Path) -> LocalMiniLMEmbedder:
+def _shared_local_embedder(batch_size: int, runtime: LocalRuntime, model_cache_dir: Path,
+                           encoder_delta: Path | None = None) -> LocalMiniLMEmbedder:
     # One instance per process: Dagster runs in one process share the loaded model.
-    return LocalMiniLMEmbedder(batch_size=batch_size, runtime=runtime, model_cache_dir=model_cache_dir)
+    return LocalMiniLMEmbedder(batch_size=batch_size, runtime=runtime, model_cache_dir=model_cache_dir,
+                               encoder_delta=encoder_delta)

@@ -90,14 +90,37 @@ def test_the_nearest_positive_is_the_relevant_pair_minilm_ranks_highest():
         encoder.fine_tune_encoder([questions], positive="farthest")
 
 
-@pytest.mark.slow  # loads MiniLM in PyTorch and exports it to ONNX
-def test_a_saved_encoder_embeds_as_the_product_does():
-    from sentence_transformers import SentenceTransformer
+def test_negatives_outside_evidence_come_from_sessions_without_a_relevant_pair():
+    questions = synthetic_set("a", 5)
+    questions.pairs.session_ids = [f"s{i % 4}" for i in range(len(questions.pairs.content_hashes))]
+    sessions = np.asarray(questions.pairs.session_ids)
+    plain = encoder.training_examples([questions], hard_negatives=5)
+    outside = encoder.training_examples([questions], hard_negatives=5, negatives_outside_evidence=True)
+    assert len(outside) == len(plain) == len(questions.rows("train"))
+    assert any(set(sessions[e.negatives]) & set(sessions[e.positives]) for e in plain)  # what the option removes
+    for e in outside:
+        assert len(e.negatives) == 5 and not set(sessions[e.negatives]) & set(sessions[e.positives])
 
-    from dreaming_dagster.embeddings import LocalMiniLMEmbedder, _minilm_dir
+
+@pytest.mark.slow  # merges a delta into MiniLM and exports it to ONNX
+def test_a_trained_delta_embeds_through_the_shipped_path():
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.encoder_delta import read_delta
 
     texts = ["user: my sister moved to Lyon", "assistant: that is a big change", "when did she move?"]
-    with encoder.saved_encoder(SentenceTransformer(str(_minilm_dir()), device="cpu")) as saved:
-        got = saved.embed(texts)
-        assert saved.runtime_used == "onnx"
-    assert np.allclose(got, LocalMiniLMEmbedder().embed(texts), atol=1e-5)
+    rng = np.random.default_rng(0)
+    layer = "encoder.layer.0.attention.self.query"
+    zero = encoder.TunedEncoder(factors={layer: (np.zeros((8, 384), np.float32), np.zeros((384, 8), np.float32))},
+                                scale=2.0, losses=[])
+    with encoder.delta_encoder(zero) as unchanged:
+        got = unchanged.embed(texts)
+        assert unchanged.runtime_used == "onnx" and unchanged.spec.model != LocalMiniLMEmbedder.spec.model
+        assert unchanged.spec.model.startswith(f"{LocalMiniLMEmbedder.spec.model}+lora-")
+    assert np.allclose(got, LocalMiniLMEmbedder().embed(texts), atol=1e-5)  # a zero delta is MiniLM
+    moved = encoder.TunedEncoder(factors={layer: (rng.normal(0, 0.3, (8, 384)).astype(np.float32),
+                                                  rng.normal(0, 0.3, (384, 8)).astype(np.float32))}, scale=2.0, losses=[])
+    with encoder.delta_encoder(moved) as tuned:
+        changed = tuned.embed(texts)
+        factors, scale = read_delta(tuned.encoder_delta)
+    assert scale == 2.0 and set(factors) == {layer}
+    assert not np.allclose(changed, got, atol=1e-3) and np.allclose(np.linalg.norm(changed, axis=1), 1, atol=1e-5)

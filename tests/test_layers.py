@@ -11,7 +11,7 @@ PACKAGE = PROJECT_ROOT / "dreaming_dagster"
 LAYERS = [
     {"config", "sql", "storage", "process_groups"},  # settings, SQL, connections,
     # records, locks, process groups
-    {"hubs", "embeddings", "onnx_encoder", "llm", "extraction", "prompts", "dates"},  # models and parsers
+    {"hubs", "embeddings", "onnx_encoder", "encoder_delta", "llm", "extraction", "prompts", "dates"},  # models and parsers
     {"process_defaults", "dagster_env"},  # the process's defaults and Dagster's environment, from the layers below
     {"ingest", "retrieval", "pipeline", "consolidation", "memory", "training", "reembed", "reporting"},  # the work
     {"defs", "instance", "service", "cli", "demo", "definitions", ""},  # what users run

@@ -23,8 +23,8 @@ from dreaming_dagster.retrieval.ranker import load_ranker
 from dreaming_dagster.training.workspace import RankerWorkspace
 from tests.conftest import HAYSTACKS, ORACLE
 
-RANKER_ASSETS = ["longmemeval_memory", "longmemeval_haystacks", "locomo_memory", "realmem_memory", "longmemeval_pools",
-                 "ranker_model", "ranker_evaluation"]
+RANKER_ASSETS = ["longmemeval_memory", "locomo_memory", "realmem_memory", "memory_encoder", "encoded_memories",
+                 "longmemeval_haystacks", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 def run_job(database_url, data_dir, run_config, only=RANKER_ASSETS):
     from dreaming_dagster.defs.training import assets as ranker_assets
 
@@ -43,22 +43,38 @@ def run_job(database_url, data_dir, run_config, only=RANKER_ASSETS):
 
 
 def config(mode="one-user", limit=12, epochs=2, prefix="lme", dataset=ORACLE, haystacks=HAYSTACKS, locomo="",
-           realmem=""):
+           realmem="", encoder=None):
     return {"ops": {"longmemeval_memory": {"config": {"dataset_path": str(dataset), "mode": mode,
                                                       "user_prefix": prefix, "limit_questions": limit}},
                     "longmemeval_haystacks": {"config": {"dataset_path": str(haystacks), "training_questions": 3}},
                     "locomo_memory": {"config": {"dataset_path": str(locomo)}},
                     "realmem_memory": {"config": {"dataset_path": str(realmem)}},
+                    "memory_encoder": {"config": encoder or {"enabled": False}},
                     "longmemeval_pools": {"config": {"pool_size": 20, "lexical_pool_size": 10}},
                     "ranker_model": {"config": {"epochs": epochs, "seed": 3, "seeds": [3, 4]}}}}
 
 
 def test_train_ranker_job_on_a_12_question_slice(database_url, tmp_path, trimmed_haystacks, trimmed_locomo,
                                                  trimmed_realmem):
-    slice_config = config(haystacks=trimmed_haystacks, locomo=trimmed_locomo, realmem=trimmed_realmem)
+    # The memory encoder trained on a few questions and kept whatever dev says, to run what follows a kept one.
+    slice_config = config(haystacks=trimmed_haystacks, locomo=trimmed_locomo, realmem=trimmed_realmem,
+                          encoder={"limit_questions": 8, "keep_without_gain": True})
     result, metadata = run_job(database_url, tmp_path, slice_config)
     assert result.success
-    memory, haystacks, locomo, realmem, pools, model, evaluation = (metadata[name] for name in RANKER_ASSETS)
+    memory, locomo, realmem, tuned, encoded, haystacks, pools, model, evaluation = (
+        metadata[name] for name in RANKER_ASSETS)
+    # The memory encoder: its delta in the workspace; every benchmark vector, the `_S` memory's and the
+    # ranker's queries come from it; MiniLM's first (the three memories it trained on).
+    ws = RankerWorkspace(tmp_path.resolve() / "ranker")
+    from dreaming_dagster.encoder_delta import encoder_id
+
+    assert tuned["kept"] is True and tuned["training_seconds"] > 0 and ws.encoder_delta.is_file()
+    assert "| oracle |" in tuned["dev_ndcg@10"] and "| realmem |" in tuned["dev_ndcg@10"]
+    assert memory["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert encoded["re_embedded"] is True and encoded["embedding_model"] == encoder_id(ws.encoder_delta)
+    assert encoded["pairs"] == memory["pairs_inserted"] + locomo["pairs_inserted"] + realmem["pairs_inserted"]
+    assert haystacks["embedding_model"] == encoder_id(ws.encoder_delta)
+    assert load_ranker(ws.model("v6")).embedding_model == encoder_id(ws.encoder_delta)
     assert memory["questions"] == 12 and memory["answerable"] <= 12 and memory["pairs_inserted"] > 100
     assert memory["users"] == 1 and memory["subjects_created"] > 0
     # The `_S` memory: each chosen haystack its own user (the slice's dev question and a test one).
@@ -80,7 +96,6 @@ def test_train_ranker_job_on_a_12_question_slice(database_url, tmp_path, trimmed
     assert 20 * pools["oracle_questions"] < pools["candidates"] <= (20 + 10 + pools["graph_pool_size"] + 50) * pools["questions"]
     assert pools["graph_pool_size"] == 20  # the declared default reaches the pools
     assert 0 < pools["oracle_cosine_pool_recall"] <= pools["oracle_pool_recall"] <= 1
-    ws = RankerWorkspace(tmp_path.resolve() / "ranker")
     import pandas as pd
 
     candidates = pd.read_parquet(ws.pool_candidates)

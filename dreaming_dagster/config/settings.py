@@ -63,6 +63,13 @@ class DreamingSettings(BaseSettings):
     embedding_model_cache_dir: Path | None = None
     """Where derived model files are kept (the ONNX export of the local model). Unset:
     $XDG_CACHE_HOME/dreaming-dagster, else ~/.cache/dreaming-dagster."""
+    embedding_local_encoder: Literal["shipped", "minilm"] = "shipped"
+    """The local provider's encoder: shipped = all-MiniLM-L6-v2 with the package's memory-encoder delta when
+    the package ships one (else MiniLM itself); minilm = MiniLM itself."""
+    embedding_encoder_delta: Path | None = None
+    """A low-rank delta over all-MiniLM-L6-v2 (a file the memory_encoder asset writes) for the local provider
+    to embed with instead: merged into MiniLM in the model cache on first use, and named in the embedding spec,
+    so a database embedded by another encoder asks for `dreaming reembed`."""
 
     # --- LLM (used by extraction, refinement and dreaming passes) ------------------------------
     llm_provider: Literal["offline", "openai"] | None = None
@@ -193,7 +200,7 @@ class DreamingSettings(BaseSettings):
     """proxies whose X-Forwarded-For names the client (comma-separated addresses, ``*`` for any); empty trusts
     none, so a client cannot choose the address its failures are counted against"""
 
-    @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "embedding_model_cache_dir", "embedding_model", "embedding_base_url", "embedding_api_key",
+    @field_validator("database_url", "dagster_storage_url", "longmemeval_path", "embedding_model_cache_dir", "embedding_encoder_delta", "embedding_model", "embedding_base_url", "embedding_api_key",
                      "llm_provider", "llm_base_url", "llm_api_key", "llm_model", "llm_fallback_model",
                      "llm_fallback_base_url", "llm_fallback_api_key",
                      mode="before")

@@ -18,7 +18,6 @@ dev and held-out questions.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,10 +29,12 @@ import numpy as np
 import torch
 
 from dreaming_dagster.embeddings import Embedder, LocalMiniLMEmbedder, pair_embedding_texts
+from dreaming_dagster.encoder_delta import save_delta
 from dreaming_dagster.sql import load_sql
 from dreaming_dagster.storage.database import Database
 from dreaming_dagster.training.longmemeval import BenchmarkQuestion
 from dreaming_dagster.training.metrics import ndcg_at_k, recall_at_k
+from dreaming_dagster.training.workspace import RankerWorkspace
 
 HARD_NEGATIVES = 32  # per training question, the non-relevant pairs MiniLM ranks highest
 TEMPERATURE = 0.05
@@ -130,6 +131,29 @@ def recall_questions(database: Database, memory: str, questions: Sequence[Benchm
                            relevant=relevant, total_relevant=np.asarray(totals), pairs=pairs)
 
 
+def benchmark_question_sets(database: Database, ws: RankerWorkspace,
+                            memories: Sequence[str] = ("oracle", "s", "locomo", "realmem")) -> list[RecallQuestions]:
+    """The questions of each benchmark memory of ``memories`` whose manifest ``ws`` holds, parted as the
+    ranker parts them (the oracle and `_S` by the ranker split, LoCoMo by conversation, RealMem by persona);
+    their query vectors are not computed here."""
+    from dreaming_dagster.training import locomo, realmem
+    from dreaming_dagster.training.memory import MemoryManifest
+    from dreaming_dagster.training.split import ranker_split
+
+    paths = {"oracle": ws.memory_manifest, "s": ws.haystacks_manifest, "locomo": ws.locomo_manifest,
+             "realmem": ws.realmem_manifest}
+    manifests = {memory: MemoryManifest.from_json(paths[memory].read_text())
+                 for memory in memories if paths[memory].is_file()}
+    if "oracle" not in manifests:
+        raise FileNotFoundError(f"{ws.memory_manifest} is missing: the longmemeval_memory asset writes it")
+    answerable = [q for q in manifests["oracle"].questions if q.answerable]
+    split = ranker_split([q.question_id for q in answerable], [q.longmemeval_type for q in answerable])
+    part_of = {"oracle": split.part_of, "s": split.part_of, "locomo": locomo.part_of, "realmem": realmem.part_of}
+    return [recall_questions(database, memory, manifest.questions, manifest.users, manifest.kg_id,
+                             historical=manifest.mode != "one-user", part_of=part_of[memory])
+            for memory, manifest in manifests.items()]
+
+
 CONTEXTS = ("previous pair", "session date", "subjects")
 CONTEXT_CHARACTERS = 300  # of the previous pair's user turn: the encoder reads 256 word pieces in all
 
@@ -217,20 +241,27 @@ class TrainingExample:
     nearest_positive: int  # the relevant pair MiniLM ranks highest
 
 
-def training_examples(sets: Sequence[RecallQuestions], part: str = "train",
-                      hard_negatives: int = HARD_NEGATIVES) -> list[TrainingExample]:
+def training_examples(sets: Sequence[RecallQuestions], part: str = "train", hard_negatives: int = HARD_NEGATIVES,
+                      negatives_outside_evidence: bool = False) -> list[TrainingExample]:
     """Each ``part`` question with a relevant pair in reach: its relevant pairs and the non-relevant pairs
-    MiniLM ranks highest for it (the hard negatives)."""
+    MiniLM ranks highest for it (the hard negatives) — with ``negatives_outside_evidence``, only pairs of
+    sessions holding no relevant pair (a label that marks some turns of a session leaves its other turns,
+    often about the same thing, unlabelled rather than irrelevant)."""
     out = []
     for questions in sets:
         pairs = questions.pairs
+        sessions = np.asarray([f"{u}\x1f{s}" for u, s in zip(pairs.user_ids, pairs.session_ids, strict=True)],
+                              object) if negatives_outside_evidence else None
         for row in questions.rows(part):
             members, labels = questions.candidates[row], questions.relevant[row]
             if not labels.any():
                 continue
             scores = pair_scores(questions.query_vectors[row:row + 1], pairs.vectors[members],
                                  pairs.reply_vectors[members], pairs.has_reply[members])[0]
-            negatives = members[~labels][np.argsort(-scores[~labels], kind="stable")[:hard_negatives]]
+            allowed = ~labels
+            if sessions is not None:
+                allowed &= ~np.isin(sessions[members], sessions[members[labels]])
+            negatives = members[allowed][np.argsort(-scores[allowed], kind="stable")[:hard_negatives]]
             out.append(TrainingExample(query=questions.query_vectors[row], positives=members[labels],
                                        negatives=negatives, question=row, memory=questions.memory,
                                        nearest_positive=int(members[labels][np.argmax(scores[labels])])))
@@ -306,6 +337,18 @@ def train_query_adapter(sets: Sequence[RecallQuestions], *, seed: int = 0, epoch
     return adapter, history
 
 
+@dataclass
+class TunedEncoder:
+    """MiniLM's LoRA factors after training: layer → (A [r, in], B [out, r]), the scale, the loss per step."""
+
+    factors: dict[str, tuple[np.ndarray, np.ndarray]]
+    scale: float
+    losses: list[float]
+
+    def save(self, path: Path, metadata: Mapping[str, str] | None = None) -> None:
+        save_delta(path, self.factors, self.scale, metadata)
+
+
 def _turn_texts(questions: RecallQuestions, row: int, members: np.ndarray) -> list[str]:
     """For each pair of ``members``, the text of the turn MiniLM finds closer to question ``row``."""
     pairs = questions.pairs
@@ -320,13 +363,15 @@ def _turn_texts(questions: RecallQuestions, row: int, members: np.ndarray) -> li
 def fine_tune_encoder(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs: int = 1, rank: int = 8,
                       batch_size: int = 16, hard_negatives: int = 1, max_tokens: int = 128,
                       learning_rate: float = 2e-4, limit_questions: int | None = None,
-                      positive: str = "random", log: Callable[[str], None] = print):
+                      positive: str = "random", negatives_outside_evidence: bool = False,
+                      log: Callable[[str], None] = print):
     """MiniLM with LoRA updates (rank ``rank``) of its attention and feed-forward weights, trained with
     InfoNCE: each training question against its own relevant pair (the turn closer to it), the other
     questions' pairs of the batch and ``hard_negatives`` of its hardest negatives. ``positive`` picks the
     relevant pair a step trains on: ``random`` (any) or ``nearest`` (the one MiniLM ranks highest; a label
-    that marks a whole session then trains on its pair that talks of the query, not a random one of it).
-    Returns the sentence-transformers model (LoRA merged in) and the loss per step."""
+    that marks a whole session then trains on its pair that talks of the query, not a random one of it);
+    ``negatives_outside_evidence`` draws the hard negatives from sessions without a relevant pair.
+    Returns the LoRA factors (what ships: encoder_delta.py) and the loss per step."""
     if positive not in ("random", "nearest"):
         raise ValueError(f"positive: {positive!r} is neither 'random' nor 'nearest'")
     from peft import LoraConfig, get_peft_model
@@ -342,7 +387,8 @@ def fine_tune_encoder(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs:
         r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=["query", "key", "value", "dense"]))
     transformer.auto_model = peft_model
     model.max_seq_length = max_tokens
-    examples = training_examples(sets)
+    examples = training_examples(sets, hard_negatives=max(hard_negatives, 0),
+                                 negatives_outside_evidence=negatives_outside_evidence)
     if limit_questions is not None:
         examples = [examples[i] for i in sorted(rng.permutation(len(examples))[:limit_questions])]
     by_memory = {q.memory: q for q in sets}
@@ -358,16 +404,16 @@ def fine_tune_encoder(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs:
         order = rng.permutation(len(examples))
         for step, start in enumerate(range(0, len(order), batch_size), 1):
             batch = [examples[i] for i in order[start:start + batch_size]]
-            queries, documents = [], []
+            queries, documents, targets = [], [], []
             for e in batch:
                 questions = by_memory[e.memory]
                 queries.append(questions.texts[e.question])
                 anchor = rng.choice(e.positives) if positive == "random" else e.nearest_positive
                 chosen = [anchor] + list(e.negatives[:max(hard_negatives, 0)])
+                targets.append(len(documents))  # where this question's positive sits among the batch's texts
                 documents += _turn_texts(questions, e.question, np.asarray(chosen))
-            per_example = 1 + hard_negatives
-            scores = encode(queries) @ encode(documents).T / TEMPERATURE  # [B, B × per_example]
-            targets = torch.arange(len(batch)) * per_example
+            scores = encode(queries) @ encode(documents).T / TEMPERATURE  # [B, the batch's texts]
+            targets = torch.as_tensor(targets)
             loss = torch.nn.functional.cross_entropy(scores, targets)
             optimizer.zero_grad()
             loss.backward()
@@ -376,22 +422,24 @@ def fine_tune_encoder(sets: Sequence[RecallQuestions], *, seed: int = 0, epochs:
             if step % 10 == 0:
                 log(f"LoRA seed {seed} epoch {epoch} step {step}/{math.ceil(len(order) / batch_size)}: "
                     f"loss {np.mean(losses[-10:]):.4f}")
-    transformer.auto_model = peft_model.merge_and_unload()
-    model.max_seq_length = 256
-    model.eval()
-    return model, losses
+    factors, scale = {}, None
+    for name, module in peft_model.named_modules():
+        if hasattr(module, "lora_A") and "default" in module.lora_A:
+            factors[name.removeprefix("base_model.model.")] = (
+                module.lora_A["default"].weight.detach().numpy().copy(),
+                module.lora_B["default"].weight.detach().numpy().copy())
+            scale = float(module.scaling["default"])
+    return TunedEncoder(factors=factors, scale=scale, losses=losses)
 
 
 @contextmanager
-def saved_encoder(model) -> Iterator[LocalMiniLMEmbedder]:
-    """A sentence-transformers ``model`` as the product embeds with it: saved, exported to ONNX once, run by
-    :class:`LocalMiniLMEmbedder` (the directory is removed on leaving)."""
+def delta_encoder(tuned: TunedEncoder) -> Iterator[LocalMiniLMEmbedder]:
+    """``tuned`` as the product would embed with it: its delta file merged into MiniLM and exported to ONNX, run by
+    :class:`LocalMiniLMEmbedder` (the files are removed on leaving)."""
     with tempfile.TemporaryDirectory(prefix="dd-encoder-") as directory:
-        model.save(directory)
-        # The window the ONNX encoder reads (onnx_encoder.max_seq_length); sentence-transformers 6 saves it elsewhere.
-        config = Path(directory) / "sentence_bert_config.json"
-        config.write_text(json.dumps({**json.loads(config.read_text()), "max_seq_length": model.max_seq_length}))
-        yield LocalMiniLMEmbedder(model_dir=Path(directory), model_cache_dir=Path(directory) / "onnx")
+        tuned.save(Path(directory) / "encoder_delta.safetensors")
+        yield LocalMiniLMEmbedder(encoder_delta=Path(directory) / "encoder_delta.safetensors",
+                                  model_cache_dir=Path(directory) / "cache")
 
 
 def reembedded(embedder: Embedder, questions: RecallQuestions,

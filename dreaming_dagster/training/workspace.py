@@ -40,6 +40,11 @@ class RankerWorkspace:
         return self.root / "memory_realmem.json"
 
     @property
+    def encoder_delta(self) -> Path:
+        """The memory encoder's low-rank delta over MiniLM (encoder_delta.py), when it beat MiniLM on dev."""
+        return self.root / "encoder_delta.safetensors"
+
+    @property
     def pool_questions(self) -> Path:
         return self.root / "pools_questions.parquet"
 

@@ -1,4 +1,5 @@
-"""The ranker's assets: LongMemEval → memory → pools → models → evaluation (group ``ranker``)."""
+"""The ranker's assets: benchmark memories → memory encoder → re-embedded memories → pools → models →
+evaluation (group ``ranker``)."""
 
 import base64
 import json
@@ -20,6 +21,7 @@ from dreaming_dagster.defs.training.config import (
     LongMemEvalHaystacksConfig,
     LongMemEvalMemoryConfig,
     LongMemEvalPoolsConfig,
+    MemoryEncoderConfig,
     RankerModelConfig,
     RealmemMemoryConfig,
 )
@@ -35,6 +37,27 @@ def workspace(dreaming_db: DreamingDatabaseResource) -> RankerWorkspace:
 def ranker_asset(*, after=(), **spec):
     """An asset of the ranker chain (group ``ranker``), after the assets it reads from."""
     return dg.asset(group_name="ranker", deps=list(after) or None, **spec)
+
+
+def benchmark_embedder(dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource):
+    """What embeds the benchmark memories and their questions: the memory encoder (the workspace's delta over
+    MiniLM) once ``encoded_memories`` moved the database to it, else the configured embedder."""
+    import psycopg
+
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.encoder_delta import encoder_id
+    from dreaming_dagster.storage.database import recorded_spec
+
+    delta = workspace(dreaming_db).encoder_delta
+    if delta.is_file():
+        with psycopg.connect(dreaming_db.database().url) as conn:
+            recorded = recorded_spec(conn)
+        if recorded is not None and recorded.model == encoder_id(delta):
+            settings = embedder.settings()
+            return LocalMiniLMEmbedder(batch_size=settings.embedding_batch_size,
+                                       runtime=settings.embedding_local_runtime,
+                                       model_cache_dir=settings.resolved_model_cache_dir, encoder_delta=delta)
+    return embedder.embedder()
 
 
 def png_markdown(png: bytes, alt: str) -> str:
@@ -56,7 +79,7 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
     from dreaming_dagster.training.memory import load_benchmark_memory
 
     dataset = Path(config.dataset_path) if config.dataset_path else default_dataset_path()
-    model, extractor = embedder.embedder(), llm.extractor()
+    model, extractor = benchmark_embedder(dreaming_db, embedder), llm.extractor()
     manifest = load_benchmark_memory(dreaming_db.database(), model, extractor, llm.refiner(), dataset,
                                      mode=config.mode, user_prefix=config.user_prefix, kg_id=TRAINING_KG_ID,
                                      limit=config.limit_questions, log=context.log.info)
@@ -81,7 +104,8 @@ def longmemeval_memory(context: dg.AssetExecutionContext, config: LongMemEvalMem
 
 
 @ranker_asset(
-    after=[longmemeval_memory],
+    # After the memory encoder's re-embedding: built with that encoder when there is one, nothing to re-embed.
+    after=[longmemeval_memory, "encoded_memories"],
     kinds={"postgres", "python"},
     pool="llm",
 )
@@ -106,7 +130,7 @@ def longmemeval_haystacks(context: dg.AssetExecutionContext, config: LongMemEval
     dataset = Path(config.dataset_path) if config.dataset_path else default_haystacks_path()
     if not dataset.is_file():
         raise FileNotFoundError(f"longmemeval_haystacks: dataset_path {dataset} is not a file")
-    model = embedder.embedder()
+    model = benchmark_embedder(dreaming_db, embedder)
     manifest = load_benchmark_memory(dreaming_db.database(), model, llm.extractor(), llm.refiner(), dataset,
                                      mode="per-question", user_prefix=config.user_prefix, kg_id=TRAINING_KG_ID,
                                      only=chosen, limit=config.limit_questions, log=context.log.info)
@@ -140,7 +164,7 @@ def locomo_memory(context: dg.AssetExecutionContext, config: LocomoMemoryConfig,
         raise FileNotFoundError(f"locomo_memory: dataset_path {source} is not a file")
     ws = workspace(dreaming_db)
     locomo.write_longmemeval_format(source, ws.locomo_questions)
-    model = embedder.embedder()
+    model = benchmark_embedder(dreaming_db, embedder)
     manifest = load_benchmark_memory(dreaming_db.database(), model, llm.extractor(), llm.refiner(), ws.locomo_questions,
                                      mode="per-conversation", user_prefix=config.user_prefix, kg_id=TRAINING_KG_ID,
                                      log=context.log.info)
@@ -173,7 +197,7 @@ def realmem_memory(context: dg.AssetExecutionContext, config: RealmemMemoryConfi
         raise FileNotFoundError(f"realmem_memory: dataset_path {source} is not a directory")
     ws = workspace(dreaming_db)
     realmem.write_longmemeval_format(source, ws.realmem_questions)
-    model = embedder.embedder()
+    model = benchmark_embedder(dreaming_db, embedder)
     manifest = load_benchmark_memory(dreaming_db.database(), model, llm.extractor(), llm.refiner(),
                                      ws.realmem_questions, mode="per-conversation", user_prefix=config.user_prefix,
                                      kg_id=TRAINING_KG_ID, log=context.log.info)
@@ -188,6 +212,116 @@ def realmem_memory(context: dg.AssetExecutionContext, config: RealmemMemoryConfi
         "users": len(set(manifest.users.values())), **manifest.counts,
         "embedding_model": model.spec.model, "seconds": manifest.seconds,
     })
+
+
+@ranker_asset(after=[longmemeval_memory, locomo_memory, realmem_memory], kinds={"torch", "safetensors"})
+def memory_encoder(context: dg.AssetExecutionContext, config: MemoryEncoderConfig,
+                   dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource) -> dg.MaterializeResult:
+    """all-MiniLM-L6-v2 fine-tuned for memory recall: LoRA over its attention and feed-forward layers
+    (training/encoder.py), trained on the training questions of the oracle, LoCoMo and RealMem, each against
+    its relevant pair and MiniLM's hardest other pair. Judged as recall's vector side ranks — cosine over
+    each question's whole memory as of the question — on every distribution's dev questions, through the
+    shipped path (the delta file merged into MiniLM, run in ONNX Runtime). Kept only if it beats MiniLM on
+    every distribution's dev questions: then its low-rank delta (~0.7 MB) is written to
+    <data_dir>/ranker/encoder_delta.safetensors for the later assets to embed with; else MiniLM stays."""
+    import numpy as np
+    import psycopg
+
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.storage.database import recorded_spec
+    from dreaming_dagster.training import encoder
+
+    started = time.perf_counter()
+    ws = workspace(dreaming_db)
+    configured = embedder.embedder()
+    if not config.enabled or not isinstance(configured, LocalMiniLMEmbedder) or configured.encoder_delta:
+        reason = ("disabled in the run config" if not config.enabled else
+                  f"the configured embedder is {configured.spec.model}; the memory encoder adapts MiniLM itself")
+        ws.encoder_delta.unlink(missing_ok=True)
+        context.log.info(f"memory encoder not trained: {reason}")
+        return dg.MaterializeResult(metadata={"kept": False, "reason": reason})
+    minilm = LocalMiniLMEmbedder(batch_size=configured.batch_size, runtime=configured.runtime,
+                                 model_cache_dir=configured.model_cache_dir)
+    database = dreaming_db.database()
+    sets = encoder.benchmark_question_sets(database, ws, memories=("oracle", "locomo", "realmem"))
+    with psycopg.connect(database.url) as conn:
+        stored_by_minilm = recorded_spec(conn) == minilm.spec
+    for questions in sets:
+        questions.query_vectors = np.asarray(minilm.embed(questions.texts), np.float32)
+        if not stored_by_minilm:  # an earlier run's encoder wrote them: MiniLM's own, for negatives and the bar
+            _, questions.pairs.vectors, questions.pairs.reply_vectors = encoder.reembedded(
+                minilm, questions, ("train", "dev"))
+    context.log.info("training questions: " + ", ".join(f"{q.memory} {len(q.rows('train'))}" for q in sets))
+    tuned = encoder.fine_tune_encoder(sets, seed=config.seed, epochs=config.epochs, rank=config.rank,
+                                      positive=config.positive, hard_negatives=config.hard_negatives,
+                                      negatives_outside_evidence=config.negatives_outside_evidence,
+                                      limit_questions=config.limit_questions, log=context.log.info)
+    trained = time.perf_counter() - started
+    before = {q.memory: encoder.cosine_metrics(q, q.rows("dev"), q.query_vectors)["ndcg@10"] for q in sets}
+    with encoder.delta_encoder(tuned) as candidate:
+        after = {}
+        for q in sets:
+            queries, vectors, replies = encoder.reembedded(candidate, q, ("dev",))
+            after[q.memory] = encoder.cosine_metrics(q, q.rows("dev"), queries, vectors, replies)["ndcg@10"]
+    gain = min(after[m] - before[m] for m in before)
+    kept = gain > 0 or config.keep_without_gain
+    if kept:
+        tuned.save(ws.encoder_delta, metadata={"seed": str(config.seed), "epochs": str(config.epochs),
+                                               "positive": config.positive, "worst_dev_gain": f"{gain:.4f}"})
+        context.log.info(f"memory encoder kept (worst dev gain {gain:+.4f}): {ws.encoder_delta}")
+    else:
+        ws.encoder_delta.unlink(missing_ok=True)
+        context.log.warning(f"memory encoder not kept: worst dev gain {gain:+.4f}; MiniLM stays")
+    table = "| distribution | dev questions | MiniLM | memory encoder |\n|---|---:|---:|---:|\n" + "\n".join(
+        f"| {q.memory} | {len(q.rows('dev'))} | {before[q.memory]:.3f} | {after[q.memory]:.3f} |" for q in sets)
+    return dg.MaterializeResult(metadata={
+        "kept": kept, "worst_dev_gain": gain, "dev_ndcg@10": dg.MetadataValue.md(table),
+        "delta": dg.MetadataValue.path(str(ws.encoder_delta)) if kept else "none: MiniLM stays",
+        "training_seconds": round(trained, 1), "seconds": round(time.perf_counter() - started, 1),
+        "final_loss": float(np.mean(tuned.losses[-10:])) if tuned.losses else float("nan")})
+
+
+@ranker_asset(after=[memory_encoder], kinds={"postgres", "python"})
+def encoded_memories(context: dg.AssetExecutionContext, dreaming_db: DreamingDatabaseResource,
+                     embedder: EmbedderResource) -> dg.MaterializeResult:
+    """The benchmark memories re-embedded (pairs, subjects, keys) by the memory encoder when ``memory_encoder``
+    kept one, or by the configured embedder when it did not (`dreaming reembed`'s work, restartable). Only
+    on a database of benchmark memory alone: one that also serves users keeps its embedder, and the ranker
+    then trains on it."""
+    import psycopg
+
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.reembed import count_rows, reembed
+    from dreaming_dagster.sql import load_sql
+
+    started = time.perf_counter()
+    ws = workspace(dreaming_db)
+    database = dreaming_db.database()
+    settings = embedder.settings()
+    target = (LocalMiniLMEmbedder(batch_size=settings.embedding_batch_size, runtime=settings.embedding_local_runtime,
+                                  model_cache_dir=settings.resolved_model_cache_dir, encoder_delta=ws.encoder_delta)
+              if ws.encoder_delta.is_file() else embedder.embedder())
+    with psycopg.connect(database.url) as conn:
+        serves_users = conn.execute(load_sql("training/memory_outside_graph"), {"kg_id": TRAINING_KG_ID}).fetchone()[0]
+    if serves_users:
+        kept = benchmark_embedder(dreaming_db, embedder).spec.model
+        context.log.warning(f"this database also holds users' memory: its vectors stay {kept}'s, and the ranker "
+                            "trains on them (run the ranker job on a database of its own to use the memory encoder)")
+        return dg.MaterializeResult(metadata={"embedding_model": kept, "re_embedded": False})
+
+    total = count_rows(database)
+    done = [0]
+
+    def progress(rows: int) -> None:
+        done[0] += rows
+        if done[0] // 5000 != (done[0] - rows) // 5000:
+            context.log.info(f"re-embedded {done[0]:,} of {total:,} rows")
+
+    result = reembed(database, target, batch_size=settings.embedding_batch_size, on_rows=progress)
+    return dg.MaterializeResult(metadata={
+        "embedding_model": target.spec.model, "re_embedded": not result.skipped,
+        "pairs": result.pairs, "subjects": result.subjects, "keys": result.keys,
+        "seconds": round(time.perf_counter() - started, 1)})
 
 
 @ranker_asset(
@@ -219,6 +353,7 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
                  LOCOMO_MEMORY: MemoryManifest.from_json(ws.require(ws.locomo_manifest, "locomo_memory").read_text()),
                  REALMEM_MEMORY: MemoryManifest.from_json(ws.require(ws.realmem_manifest, "realmem_memory").read_text())}
     settings = dreaming_policy.settings()
+    model = benchmark_embedder(dreaming_db, embedder)
     built = []
     for memory, manifest in manifests.items():
         total = sum(q.answerable for q in manifest.questions)
@@ -228,7 +363,7 @@ def longmemeval_pools(context: dg.AssetExecutionContext, config: LongMemEvalPool
                 context.log.info(f"{memory}: pooled {n}/{total} questions")
 
         built.append(build_pools(
-            dreaming_db.database(), embedder.embedder(), manifest.questions, manifest.users, kg_id=manifest.kg_id,
+            dreaming_db.database(), model, manifest.questions, manifest.users, kg_id=manifest.kg_id,
             pool_size=config.pool_size, lexical_pool_size=config.lexical_pool_size,
             graph=GraphSide(pool_size=config.graph_pool_size, subjects=settings.recall_graph_subjects),
             time_side=TimeSide(pool_size=config.time_pool_size, scan_limit=settings.recall_time_scan_limit),
@@ -290,7 +425,7 @@ def ranker_model(context: dg.AssetExecutionContext, config: RankerModelConfig, d
     ws = workspace(dreaming_db)
     pools = Pools.load(ws.require(ws.pool_questions, "longmemeval_pools"), ws.pool_candidates)
     data = TrainingData.from_pools(pools.questions, pools.candidates)
-    model_name = embedder.embedder().spec.model
+    model_name = benchmark_embedder(dreaming_db, embedder).spec.model
     report = fit_rankers(data, embedding_model=model_name, seed=config.seed, epochs=config.epochs,
                          learning_rate=config.learning_rate, temperature=config.temperature,
                          batch_size=config.batch_size, hidden_choices=[tuple(h) for h in config.hidden_choices],

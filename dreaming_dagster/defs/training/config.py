@@ -72,3 +72,22 @@ class RankerModelConfig(dg.Config):
     batch_size: int = Field(default=32, ge=1)
     promote: bool = Field(default=True, description="publish the newest model (v6) for recall() when it beats, on "
                            "every distribution's dev questions, that distribution's best ranking without a model")
+
+
+class MemoryEncoderConfig(dg.Config):
+    enabled: bool = Field(default=True, description="train the memory encoder; off: the benchmark memories and "
+                          "the ranker stay on the configured embedder")
+    seed: int = Field(default=0, description="seeds torch and the order of the training questions")
+    epochs: int = Field(default=1, ge=1, le=10, description="passes over the training questions")
+    rank: int = Field(default=8, ge=1, le=64, description="LoRA rank of each adapted layer")
+    positive: Literal["random", "nearest"] = Field(
+        default="nearest", description="the relevant pair a step trains on: any, or the one MiniLM ranks highest")
+    hard_negatives: int = Field(default=1, ge=0, le=8, description="MiniLM's hardest non-relevant pairs beside "
+                                "each positive")
+    negatives_outside_evidence: bool = Field(default=True, description="draw the hard negatives from sessions "
+                                             "without a relevant pair (a session's unlabelled turns are not "
+                                             "irrelevant ones)")
+    limit_questions: int | None = Field(default=None, ge=1, description="train on this many questions (a quick look)")
+    keep_without_gain: bool = Field(default=False, description="keep the trained encoder even where it does not "
+                                    "beat MiniLM on every distribution's dev questions (a study of what follows; "
+                                    "never for publishing)")
