@@ -24,7 +24,8 @@ pytestmark = pytest.mark.slow  # drives the Dagster UI in a browser
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DREAMING = ["memory_pairs", "pair_subjects", "subjects", "subject_links", "refined_subjects"]
-RANKER = ["longmemeval_memory", "longmemeval_haystacks", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
+RANKER = ["longmemeval_memory", "memory_encoder", "encoded_memories", "longmemeval_haystacks", "longmemeval_pools",
+          "ranker_model", "ranker_evaluation"]
 # The smallest run that fills every page the tests open: one process for all steps (a step process per
 # asset would import torch and Dagster four times over), 8 questions, the suite's trimmed haystacks, LoCoMo
 # conversations and RealMem personas (conftest), one epoch, one seed, one network.
@@ -34,6 +35,7 @@ ops:
   longmemeval_haystacks: {{config: {{dataset_path: "{haystacks}", training_questions: 1, limit_questions: 1}}}}
   locomo_memory: {{config: {{dataset_path: "{locomo}"}}}}
   realmem_memory: {{config: {{dataset_path: "{realmem}"}}}}
+  memory_encoder: {{config: {{limit_questions: 4}}}}
   longmemeval_pools: {{config: {{pool_size: 20}}}}
   ranker_model: {{config: {{epochs: 1, promote: false, seeds: [0], hidden_choices: [[]]}}}}
 """
@@ -144,6 +146,8 @@ def edges(page) -> int:
 
 @pytest.mark.parametrize(("group", "assets"), [("dreaming", DREAMING), ("ranker", RANKER)])
 def test_the_asset_graph_shows_each_group_with_its_lineage(ui, page, shots, group, assets):
+    # Wide enough that a long chain is drawn at a zoom that names every asset in full.
+    page.set_viewport_size({"width": 2400 if len(assets) > 5 else 1600, "height": 1000})
     visit(page, ui, f"/locations/dreaming_dagster/asset-groups/{group}")
     for asset in assets:
         page.get_by_text(asset, exact=True).first.wait_for()
