@@ -82,9 +82,10 @@ class MemoryEncoderConfig(dg.Config):
     rank: int = Field(default=8, ge=1, le=64, description="LoRA rank of each adapted layer")
     positive: Literal["random", "nearest"] = Field(
         default="nearest", description="the relevant pair a step trains on: any, or the one MiniLM ranks highest")
-    hard_negatives: int = Field(default=1, ge=0, le=8, description="MiniLM's hardest non-relevant pairs beside "
-                                "each positive")
-    negatives_outside_evidence: bool = Field(default=True, description="draw the hard negatives from sessions "
+    hard_negatives: int = Field(default=0, ge=0, le=8, description="MiniLM's hardest non-relevant pairs beside "
+                                "each positive (0: the batch's other questions' pairs alone; a hard negative "
+                                "costs RealMem's dev persona)")
+    negatives_outside_evidence: bool = Field(default=False, description="draw the hard negatives from sessions "
                                              "without a relevant pair (a session's unlabelled turns are not "
                                              "irrelevant ones)")
     limit_questions: int | None = Field(default=None, ge=1, description="train on this many questions (a quick look)")
