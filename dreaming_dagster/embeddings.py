@@ -340,8 +340,7 @@ def local_encoder_delta(settings: DreamingSettings) -> Path | None:
 
 def embedder_from_settings(settings: DreamingSettings) -> Embedder:
     if settings.embedding_provider == "local":
-        return _shared_local_embedder(settings.embedding_batch_size, settings.embedding_local_runtime,
-                                      settings.resolved_model_cache_dir, local_encoder_delta(settings))
+        return local_embedder(settings, local_encoder_delta(settings))
     missing = [name for name, value in (("DREAMING_EMBEDDING_MODEL", settings.embedding_model),
                                         ("DREAMING_EMBEDDING_DIMENSIONS", settings.embedding_dimensions))
                if not value]
@@ -352,6 +351,13 @@ def embedder_from_settings(settings: DreamingSettings) -> Embedder:
         base_url=settings.embedding_base_url, api_key=settings.embedding_api_key,
         batch_size=settings.embedding_batch_size,
     )
+
+
+def local_embedder(settings: DreamingSettings, encoder_delta: Path | None = None) -> LocalMiniLMEmbedder:
+    """The local model with the settings' batch size, runtime and model cache, and ``encoder_delta`` (None:
+    MiniLM itself); one instance a process for each."""
+    return _shared_local_embedder(settings.embedding_batch_size, settings.embedding_local_runtime,
+                                  settings.resolved_model_cache_dir, encoder_delta)
 
 
 @cache

@@ -44,7 +44,7 @@ def benchmark_embedder(dreaming_db: DreamingDatabaseResource, embedder: Embedder
     MiniLM) once ``encoded_memories`` moved the database to it, else the configured embedder."""
     import psycopg
 
-    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.embeddings import local_embedder
     from dreaming_dagster.encoder_delta import encoder_id
     from dreaming_dagster.storage.database import recorded_spec
 
@@ -53,10 +53,7 @@ def benchmark_embedder(dreaming_db: DreamingDatabaseResource, embedder: Embedder
         with psycopg.connect(dreaming_db.database().url) as conn:
             recorded = recorded_spec(conn)
         if recorded is not None and recorded.model == encoder_id(delta):
-            settings = embedder.settings()
-            return LocalMiniLMEmbedder(batch_size=settings.embedding_batch_size,
-                                       runtime=settings.embedding_local_runtime,
-                                       model_cache_dir=settings.resolved_model_cache_dir, encoder_delta=delta)
+            return local_embedder(embedder.settings(), delta)
     return embedder.embedder()
 
 
@@ -227,7 +224,7 @@ def memory_encoder(context: dg.AssetExecutionContext, config: MemoryEncoderConfi
     import numpy as np
     import psycopg
 
-    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.embeddings import LocalMiniLMEmbedder, local_embedder
     from dreaming_dagster.storage.database import recorded_spec
     from dreaming_dagster.training import encoder
 
@@ -240,8 +237,7 @@ def memory_encoder(context: dg.AssetExecutionContext, config: MemoryEncoderConfi
         ws.encoder_delta.unlink(missing_ok=True)
         context.log.info(f"memory encoder not trained: {reason}")
         return dg.MaterializeResult(metadata={"kept": False, "reason": reason})
-    minilm = LocalMiniLMEmbedder(batch_size=configured.batch_size, runtime=configured.runtime,
-                                 model_cache_dir=configured.model_cache_dir)
+    minilm = local_embedder(embedder.settings())
     database = dreaming_db.database()
     sets = encoder.benchmark_question_sets(database, ws, memories=("oracle", "locomo", "realmem"))
     with psycopg.connect(database.url) as conn:
@@ -290,7 +286,7 @@ def encoded_memories(context: dg.AssetExecutionContext, dreaming_db: DreamingDat
     then trains on it."""
     import psycopg
 
-    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.embeddings import local_embedder
     from dreaming_dagster.reembed import count_rows, reembed
     from dreaming_dagster.sql import load_sql
 
@@ -298,9 +294,7 @@ def encoded_memories(context: dg.AssetExecutionContext, dreaming_db: DreamingDat
     ws = workspace(dreaming_db)
     database = dreaming_db.database()
     settings = embedder.settings()
-    target = (LocalMiniLMEmbedder(batch_size=settings.embedding_batch_size, runtime=settings.embedding_local_runtime,
-                                  model_cache_dir=settings.resolved_model_cache_dir, encoder_delta=ws.encoder_delta)
-              if ws.encoder_delta.is_file() else embedder.embedder())
+    target = local_embedder(settings, ws.encoder_delta) if ws.encoder_delta.is_file() else embedder.embedder()
     with psycopg.connect(database.url) as conn:
         serves_users = conn.execute(load_sql("training/memory_outside_graph"), {"kg_id": TRAINING_KG_ID}).fetchone()[0]
     if serves_users:
