@@ -77,6 +77,25 @@ def step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
     return seconds
 
 
+def ship_question_type_classifier(settings) -> dict:
+    """Recall reads question types only from a classifier fitted on its encoder's vectors: when the shipped
+    encoder changed, the shipped classifier is fitted anew on the oracle's questions with it."""
+    from dreaming_dagster.embeddings import local_embedder
+    from dreaming_dagster.retrieval.question_type import (
+        SHIPPED_CLASSIFIER,
+        shipped_classifier,
+        train_from_longmemeval,
+    )
+
+    encoder = local_embedder(settings, SHIPPED_ENCODER_DELTA if SHIPPED_ENCODER_DELTA.is_file() else None)
+    current = shipped_classifier()
+    if current is not None and current.embedding_model == encoder.spec.model:
+        return {"refitted": False, "embedding_model": encoder.spec.model}
+    report = train_from_longmemeval(ORACLE, encoder, SHIPPED_CLASSIFIER)
+    return {"refitted": True, "embedding_model": encoder.spec.model, "questions": report.questions,
+            "cv_accuracy": round(report.accuracy, 4)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=None, help="the oracle-format file pooled as one user")
@@ -131,7 +150,8 @@ def main() -> None:
         url = (embedded.fresh_database_url(admin, "lme") if fresh
                else embedded.embedded_url(data_dir / "pgdata", "lme"))
         resources = {"dreaming_db": DreamingDatabaseResource(database_url=url, data_dir=str(data_dir)),
-                     "embedder": EmbedderResource(), "llm": LLMResource(),
+                     # From MiniLM, whatever the package ships: the run trains the encoder it may ship.
+                     "embedder": EmbedderResource(local_encoder="minilm"), "llm": LLMResource(),
                      "dreaming_policy": DreamingPolicyResource()}
         started = time.perf_counter()
         with dg.instance_for_test() as instance:
@@ -170,6 +190,9 @@ def main() -> None:
                 SHIPPED_ENCODER_DELTA.write_bytes(ws.encoder_delta.read_bytes())
             else:
                 SHIPPED_ENCODER_DELTA.unlink(missing_ok=True)
+            shipped_classifier = ship_question_type_classifier(resources["embedder"].settings())
+        else:
+            shipped_classifier = None
         ranker = load_ranker(ws.model(PUBLISHED_VERSION))
         shipped_model = {"sha256": hashlib.sha256(scored).hexdigest(), "version": ranker.version,
                          "embedding_model": ranker.embedding_model, "hidden": training["hidden"],
@@ -193,7 +216,7 @@ def main() -> None:
         "keys": keys,
         "pools": {k: v for k, v in metadata["longmemeval_pools"].items()
                   if k not in ("by_question_type", "questions_table", "candidates_table")},
-        "shipped_model": shipped_model,
+        "shipped_model": shipped_model, "shipped_question_type_classifier": shipped_classifier,
         "training": {"split": {part: len(training[f"{part}_ids"]) for part in ("train", "dev", "validation", "test")},
                      "classifier_dev_accuracy": training["classifier_dev_accuracy"],
                      "model_free_dev_ndcg@10": training["model_free_dev_ndcg@10"],

@@ -216,7 +216,7 @@ def memory_encoder(context: dg.AssetExecutionContext, config: MemoryEncoderConfi
                    dreaming_db: DreamingDatabaseResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     """all-MiniLM-L6-v2 fine-tuned for memory recall: LoRA over its attention and feed-forward layers
     (training/encoder.py), trained on the training questions of the oracle, LoCoMo and RealMem, each against
-    its relevant pair and MiniLM's hardest other pair. Judged as recall's vector side ranks — cosine over
+    the relevant pair MiniLM ranks highest and the batch's other pairs. Judged as recall's vector side ranks — cosine over
     each question's whole memory as of the question — on every distribution's dev questions, through the
     shipped path (the delta file merged into MiniLM, run in ONNX Runtime). Kept only if it beats MiniLM on
     every distribution's dev questions: then its low-rank delta (~0.7 MB) is written to
@@ -233,7 +233,8 @@ def memory_encoder(context: dg.AssetExecutionContext, config: MemoryEncoderConfi
     configured = embedder.embedder()
     if not config.enabled or not isinstance(configured, LocalMiniLMEmbedder) or configured.encoder_delta:
         reason = ("disabled in the run config" if not config.enabled else
-                  f"the configured embedder is {configured.spec.model}; the memory encoder adapts MiniLM itself")
+                  f"the configured embedder is {configured.spec.model}; the memory encoder adapts MiniLM itself "
+                  "(DREAMING_EMBEDDING_LOCAL_ENCODER=minilm)")
         ws.encoder_delta.unlink(missing_ok=True)
         context.log.info(f"memory encoder not trained: {reason}")
         return dg.MaterializeResult(metadata={"kept": False, "reason": reason})
