@@ -45,7 +45,8 @@ from common import (  # first: puts the project on the import path
 from rich.console import Console
 from rich.table import Table
 
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.config.settings import DreamingSettings
+from dreaming_dagster.embeddings import embedder_from_settings
 from dreaming_dagster.extraction.extractors import OfflineExtractor, OpenAIExtractor
 from dreaming_dagster.extraction.schema import Extraction
 from dreaming_dagster.ingest.readers import (
@@ -133,7 +134,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     console, rng = Console(), random.Random(args.seed)
-    embedder = LocalMiniLMEmbedder(batch_size=64)
+    # The local model the `dreaming sync` subprocesses below embed with (the shipped memory encoder by default).
+    embedder = embedder_from_settings(DreamingSettings(embedding_batch_size=64))
     embedder.embed(["warm-up"])
     results: dict = {}
 

@@ -111,18 +111,26 @@ LONGMEMEVAL_METHODS = ("cosine", "bm25", "cosine+bm25 (RRF)", "cosine+bm25 (weig
 
 def longmemeval_rows(r: dict) -> Rows:
     overall = r["evaluation"]["overall"]
-    haystacks, locomo = r["haystack_memory"], r["locomo_memory"]
+    haystacks, locomo, realmem = r["haystack_memory"], r["locomo_memory"], r.get("realmem_memory")
+    personas = (f"; RealMem: {realmem['users']} personas, one user each ({realmem['questions']} queries)"
+                if realmem else "")
     rows = [("memories", f"oracle pooled as one user ({r['memory']['answerable']} answerable questions); `_S`: "
                          f"{haystacks['questions']} haystacks, one user each ({haystacks['dev_questions']} dev, "
                          f"{haystacks['test_questions']} test, {haystacks['training_questions']} training questions); "
                          f"LoCoMo: {locomo['users']} conversations between people, one user each "
-                         f"({locomo['questions']} questions)"),
+                         f"({locomo['questions']} questions){personas}"),
             ("shipped model", f"v6, hidden layers {r['shipped_model']['hidden']} (chosen over seeds "
                               f"{r['training']['seeds']}), sha256 {r['shipped_model']['sha256'][:12]}…"),
+            *([("memory encoder", f"{'kept and shipped' if r['memory_encoder']['kept'] else 'not kept'} "
+                                  f"({r['memory_encoder']['embedding_model']}); trained in "
+                                  f"{r['memory_encoder']['training_seconds']} s; worst dev gain in cosine NDCG@10 "
+                                  f"{r['memory_encoder']['worst_dev_gain']:+.3f}")]
+              if r.get("memory_encoder", {}).get("embedding_model") else []),
             ("split (questions)", ", ".join(f"{part} {n}" for part, n in r["training"]["split"].items())),
             ("wall time per asset", ", ".join(f"{k} {s} s" for k, s in r["asset_seconds"].items()))]
     for split, results in overall.items():
-        for name, key in (("Recall@10", "recall@10"), ("NDCG@10", "ndcg@10"), ("session recall_all@10", "session_all@10")):
+        for name, key in (("Recall@10", "recall@10"), ("NDCG@10", "ndcg@10"), ("session recall_any@5", "session_any@5"),
+                          ("session recall_all@10", "session_all@10")):
             rows.append((f"{split}: {name}", " · ".join(f"{m} {results[m][key]:.3f}" for m in LONGMEMEVAL_METHODS
                                                        if m in results) + f" · **v6 {results['v6'][key]:.3f}**"))
     return rows

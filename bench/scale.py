@@ -208,14 +208,16 @@ def run_child(args: list[str], env: dict) -> dict:
 def scale(args, admin_url: str, home: Path) -> list[dict]:
     import dagster as dg
 
-    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.config.settings import DreamingSettings
+    from dreaming_dagster.embeddings import embedder_from_settings
     from dreaming_dagster.pipeline import buckets as bucketing
     from dreaming_dagster.storage import embedded
     from dreaming_dagster.storage.database import Database
 
     url = embedded.fresh_database_url(admin_url, "scale")
     database = Database(url)
-    database.ensure_schema(LocalMiniLMEmbedder.spec)
+    spec = embedder_from_settings(DreamingSettings()).spec  # the runs' embedder
+    database.ensure_schema(spec)
     with database.connect() as conn:  # the sensors never read the HNSW indexes; inserts would only build them
         conn.execute("DROP INDEX memory_pairs_embedding_hnsw_idx")
         conn.execute("DROP INDEX memory_pairs_reply_embedding_hnsw_idx")
@@ -230,7 +232,7 @@ def scale(args, admin_url: str, home: Path) -> list[dict]:
                 with database.connect() as conn:
                     conn.execute(bench_sql("generate_pairs"), {
                         "first_user": first, "users": min(size, first + 99_999), "pairs_per_user": 1,
-                        "pending_every": pending_every, "dimension": LocalMiniLMEmbedder.spec.dimension})
+                        "pending_every": pending_every, "dimension": spec.dimension})
                 print(f"generated users up to {min(size, first + 99_999):,} "
                       f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             with database.connect() as conn:
@@ -313,8 +315,8 @@ def launched_run(instance, workspace, launcher, partition_key: str) -> dict:
 def throughput(args, admin_url: str, home: Path) -> dict:
     """sync_user over N users in one process against dreaming_job runs over N other users with the same
     pairs: a run a user, taking turns with sync_user, then a run a bucket."""
-    from dreaming_dagster.config.settings import DECLARED_DEFAULTS
-    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+    from dreaming_dagster.config.settings import DECLARED_DEFAULTS, DreamingSettings
+    from dreaming_dagster.embeddings import embedder_from_settings
     from dreaming_dagster.extraction.extractors import OfflineExtractor
     from dreaming_dagster.ingest.save import save_pairs
     from dreaming_dagster.pipeline import buckets as bucketing
@@ -326,7 +328,7 @@ def throughput(args, admin_url: str, home: Path) -> dict:
     url = embedded.fresh_database_url(admin_url, "throughput")
     # sync_user with the pool the Python API and the CLI keep (DREAMING_DATABASE_CONNECTIONS), as a run has.
     database = Database(url, pool_size=DECLARED_DEFAULTS.database_connections)
-    embedder = LocalMiniLMEmbedder()
+    embedder = embedder_from_settings(DreamingSettings())  # the runs' embedder
     database.ensure_schema(embedder.spec)
     count, size = args.throughput_users, args.pairs_per_user
     records = oracle_records(limit=count * size)

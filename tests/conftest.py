@@ -17,6 +17,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from dreaming_dagster import embeddings
+from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import LocalMiniLMEmbedder, OpenAICompatibleEmbedder
 from dreaming_dagster.sql import read_statement
 from dreaming_dagster.storage import embedded
@@ -172,7 +174,8 @@ def database(database_url, migrated_templates) -> Database:
 
 def remembering(embed: Callable) -> Callable:
     """``embed`` (LocalMiniLMEmbedder.embed) running the model only for texts this process has not embedded
-    with the same runtime: the tests and the bench smoke runs ingest the same oracle slices again and again.
+    with the same runtime and encoder: the tests and the bench smoke runs ingest the same oracle slices again
+    and again.
     The model itself is tested with a plain LocalMiniLMEmbedder (tests/test_embeddings.py,
     tests/test_onnx_encoder.py)."""
     vectors: dict[tuple[str, str], np.ndarray] = {}
@@ -182,17 +185,18 @@ def remembering(embed: Callable) -> Callable:
     def remembered(self, texts):
         texts = list(texts)
         with lock:
-            new = list(dict.fromkeys(text for text in texts if (self.runtime, text) not in vectors))
+            new = list(dict.fromkeys(text for text in texts if (self.runtime, self.spec.model, text) not in vectors))
         if new:
             found = embed(self, new)
             with lock:
-                vectors.update(((self.runtime, text), vector) for text, vector in zip(new, found, strict=True))
+                vectors.update(((self.runtime, self.spec.model, text), vector)
+                               for text, vector in zip(new, found, strict=True))
         if self.runtime_used is None:  # what a caller reads after an embed, also when nothing ran
             self.runtime_used = self.runtime
         if not texts:
             return np.zeros((0, self.spec.dimension), dtype=np.float32)
         with lock:
-            return np.stack([vectors[(self.runtime, text)] for text in texts])
+            return np.stack([vectors[(self.runtime, self.spec.model, text)] for text in texts])
 
     return remembered
 
@@ -205,7 +209,8 @@ class RememberingEmbedder(LocalMiniLMEmbedder):
 
 @pytest.fixture(scope="session")
 def local_embedder() -> LocalMiniLMEmbedder:
-    return RememberingEmbedder(batch_size=32)
+    # The encoder a fresh install embeds with: the shipped memory encoder when the package has one.
+    return RememberingEmbedder(batch_size=32, encoder_delta=embeddings.local_encoder_delta(DreamingSettings()))
 
 
 @pytest.fixture(scope="session")

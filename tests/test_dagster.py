@@ -257,12 +257,12 @@ def test_a_launchpad_merge_threshold_reaches_the_merge_stage_and_the_janitor(dat
     """The threshold set on the dreaming_policy resource (launchpad run config here) is the one the
     subjects asset merges with, whatever the environment says."""
     from dreaming_dagster.defs.pipeline.assets import subjects
-    from dreaming_dagster.embeddings import LocalMiniLMEmbedder
 
     monkeypatch.setenv("DREAMING_MERGE_THRESHOLD", "0.5")  # would merge both; the launchpad must win
-    database.ensure_schema(LocalMiniLMEmbedder.spec)
-    save_pairs("alice", [pair(1), pair(2)], database=database, embedder=LocalMiniLMEmbedder(), embed=False)
-    names = {1: "Lisbon Trip", 2: "Trip To Lisbon"}  # cosine ≈ 0.9 with all-MiniLM-L6-v2
+    embedder = EmbedderResource(provider="local").embedder()  # the shipped encoder, as the asset embeds
+    database.ensure_schema(embedder.spec)
+    save_pairs("alice", [pair(1), pair(2)], database=database, embedder=embedder, embed=False)
+    names = {1: "Lisbon Trip", 2: "Trip To Lisbon"}  # cosine ≈ 0.9: merged at 0.75, apart at 0.99
 
     def extracted() -> None:
         linking.clear_user_graph(database, "alice", "default")

@@ -94,7 +94,7 @@ def test_the_local_provider_embeds_with_the_delta_the_settings_name(tmp_path, mo
     shipped, own = tmp_path / "shipped.safetensors", tmp_path / "own.safetensors"
     save_delta(own, factors(1), 1.0)
     monkeypatch.setattr(embeddings, "SHIPPED_ENCODER_DELTA", shipped)
-    assert embeddings.local_encoder_delta(DreamingSettings()) is None  # the package ships none: MiniLM
+    assert embeddings.local_encoder_delta(DreamingSettings()) is None  # a package that ships none: MiniLM
     save_delta(shipped, factors(0), 1.0)
     assert embeddings.local_encoder_delta(DreamingSettings()) == shipped
     clean_env.setenv("DREAMING_EMBEDDING_LOCAL_ENCODER", "minilm")

@@ -26,12 +26,13 @@ from tests.conftest import HAYSTACKS, ORACLE
 RANKER_ASSETS = ["longmemeval_memory", "locomo_memory", "realmem_memory", "memory_encoder", "encoded_memories",
                  "longmemeval_haystacks", "longmemeval_pools", "ranker_model", "ranker_evaluation"]
 def run_job(database_url, data_dir, run_config, only=RANKER_ASSETS):
+    """The chain on MiniLM itself, as `make bench-longmemeval` runs it (the memory encoder trains from MiniLM)."""
     from dreaming_dagster.defs.training import assets as ranker_assets
 
     with mock.patch.dict(os.environ, {"DREAMING_DATABASE_URL": database_url}):  # the partitioning is read there
         job = load_defs().resolve_job_def("train_ranker_job")
     resources = {"dreaming_db": DreamingDatabaseResource(database_url=database_url, data_dir=str(data_dir)),
-                 "embedder": EmbedderResource(provider="local"), "llm": LLMResource(provider="offline"),
+                 "embedder": EmbedderResource(provider="local", local_encoder="minilm"), "llm": LLMResource(provider="offline"),
                  "dreaming_policy": DreamingPolicyResource()}
     assets = [getattr(ranker_assets, name) for name in only]
     with dg.instance_for_test() as instance:

@@ -187,7 +187,7 @@ COSINE_ONLY = SignalWeights(weights=COSINE_WEIGHTS, scale=1.0, model="cosine")
 NO_MODEL = SignalWeights(weights=FUSION, scale=1.0, model="cosine + BM25 (no usable model)")
 NO_MODEL_WITH_TIME = SignalWeights(weights=FUSION_AND_TIME, scale=1.0,
                                    model="cosine + BM25 and time fit (no usable model)")
-# The model recall uses when no model was published for it (trained by `make bench-longmemeval` on all three
+# The model recall uses when no model was published for it (trained by `make bench-longmemeval` on all four
 # distributions; its evaluation names this file's sha256).
 SHIPPED_RANKER = Path(__file__).resolve().parent / "models" / "shipped_ranker.safetensors"
 

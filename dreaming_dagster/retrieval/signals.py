@@ -72,7 +72,7 @@ BM25_B = 0.75
 # bench-time`: Recall@10 of its questions with a time expression by weight).
 COSINE_WEIGHTS: tuple[float, ...] = (1.0,) + (0.0,) * (len(SIGNAL_NAMES) - 1)
 FUSION_WEIGHTS = (0.25, 0.5, 1.0, 2.0)
-LEX_WEIGHT = 1.0
+LEX_WEIGHT = 0.5
 TIME_WEIGHT = 0.5
 FUSION: tuple[float, ...] = tuple(LEX_WEIGHT if name == "lex" else weight
                                   for name, weight in zip(SIGNAL_NAMES, COSINE_WEIGHTS, strict=True))
