@@ -15,6 +15,12 @@ each number of concurrent clients, for a fixed time (and at most --max-requests 
 - and torch's thread count under that load: the in-process mix with 8 clients at 1 thread (the service's
   DREAMING_SERVE_TORCH_THREADS) and at 2, alternated twice.
 
+Where the CPU goes (`cpu_profile`): the 8-client HTTP mix on the larger user for --profile-seconds, with the
+CPU seconds of the service's processes, of Postgres' and of the load generator counted, and py-spy sampling
+the service (bench/cpu_profile.py sorts its samples by what spends them and by the request's stage). And what
+recall answers (`answers`): the ids, in order, of the top 10 for the first --answer-questions questions on
+each user, so a change to how recall runs can show it answers the same.
+
 Reported per cell: requests/s, p50/p95/p99 latency of recalls and of saves, errors. Client and server share
 the machine's 2 cores, so the HTTP figures include the load generator's own cost. The server is stopped
 (SIGTERM) when the bench ends or fails. Results: bench/results/serve.{json,md}.
@@ -35,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+import cpu_profile
 import httpx
 import numpy as np
 import psycopg
@@ -55,7 +62,7 @@ from synthetic import DIMENSION, load_user
 from tqdm import tqdm
 
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder
+from dreaming_dagster.embeddings import embedder_from_settings
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
@@ -185,6 +192,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="how long each cell runs")
     parser.add_argument("--max-requests", type=int, default=5000, help="at most this many requests a cell")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile-seconds", type=float, default=20.0, help="the 8-client profile's length (0: none)")
+    parser.add_argument("--answer-questions", type=int, default=50, help="questions whose top 10 is recorded")
     args = parser.parse_args()
     sizes = [int(n) for n in args.users.split(",")]
     levels = [int(n) for n in args.clients.split(",")]
@@ -198,7 +207,8 @@ def main() -> None:
         admin = embedded_admin_url(Path(tmp) / "pgdata")
         url = embedded.fresh_database_url(admin, "serve")
         settings = DreamingSettings(database_url=url, data_dir=Path(tmp))
-        Database(url).ensure_schema(LocalMiniLMEmbedder.spec)
+        embedder = embedder_from_settings(settings)  # the service's: the shipped memory encoder by default
+        Database(url).ensure_schema(embedder.spec)
         with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
             register_vector(conn)
             conn.execute(bench_sql("drop_vector_indexes"))
@@ -214,8 +224,8 @@ def main() -> None:
             refresh_profile(Database(url), f"u{n}", "default")
         torch.manual_seed(args.seed)
         save_ranker(CompositeRanker(DIMENSION, 8), settings.resolved_ranker_path,
-                    embedding_model=LocalMiniLMEmbedder.spec.model)
-        secret, _ = api_keys.create_key(Database(url), LocalMiniLMEmbedder.spec, "default", "bench")
+                    embedding_model=embedder.spec.model)
+        secret, _ = api_keys.create_key(Database(url), embedder.spec, "default", "bench")
 
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")},
                "DREAMING_DATABASE_URL": url, "DREAMING_DATA_DIR": tmp,
@@ -232,6 +242,11 @@ def main() -> None:
                                                   args.seconds, args.max_requests))
                     results["cells"][f"{user} · http · {clients}"] = cell
                     print(user, "http", clients, cell, flush=True)
+            if args.profile_seconds:
+                results["cpu_profile"] = profiled_load(server.pid, url, Path(tmp), f"http://{HOST}:{port}", secret,
+                                                       f"u{max(sizes)}", Mix(questions, pair_texts, args.seed),
+                                                       args.profile_seconds)
+                print("cpu profile", json.dumps(results["cpu_profile"], indent=1), flush=True)
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=120)
@@ -240,9 +255,11 @@ def main() -> None:
         torch.set_num_threads(DreamingSettings().serve_torch_threads)
         service_settings = DreamingSettings(database_url=url, data_dir=Path(tmp), recall_connections=16)
         database = Database(url, pool_size=16)
-        embedder = LocalMiniLMEmbedder()
         recaller = Recaller.from_settings(database, embedder, service_settings)
         recaller.recall(f"u{sizes[0]}", "warm up", 10)
+        results["answers"] = {f"u{n}": [[m.pair_id for m in recaller.recall(f"u{n}", question, 10,
+                                                                             remember_query=False)]
+                                        for question in questions[:args.answer_questions]] for n in sizes}
         for n in sizes:
             user = f"u{n}"
             for clients in levels:
@@ -266,6 +283,25 @@ def main() -> None:
     print(markdown(results))
 
 
+def profiled_load(service_pid: int, database_url: str, tmp: Path, url: str, key: str, user: str, mix: Mix,
+                  seconds: float) -> dict:
+    """The 8-client HTTP mix for ``seconds`` with the CPU of every side counted and the service sampled."""
+    meter = cpu_profile.CpuMeter(service_pid, database_url)
+    raw = tmp / "py-spy.txt"
+    sampler = cpu_profile.start_sampling(service_pid, seconds + 2, raw)
+    time.sleep(1.0)  # py-spy attached before the load starts
+    meter.start()
+    cell = asyncio.run(drive_http(url, key, user, mix, 8, seconds, 10**9))
+    cpu = meter.stop()
+    _, errors = sampler.communicate(timeout=120)
+    if sampler.returncode != 0 or not raw.is_file():
+        raise RuntimeError(f"py-spy failed: {errors.decode(errors='replace')[-500:]}")
+    requests = cell["requests"]
+    return {"clients": 8, "user": user, "cell": cell, "cpu_seconds": cpu,
+            "cpu_ms_per_request": {side: round(1000 * s / requests, 1) for side, s in cpu.items()},
+            "service_samples": cpu_profile.breakdown(cpu_profile.read_samples(raw))}
+
+
 def markdown(r: dict) -> str:
     lines = ["# The memory service under load", "", f"`{r['command']}` · {r['date']} · {r['mix']} · "
              f"{r['seconds_per_cell']} s a cell", "",
@@ -283,6 +319,17 @@ def markdown(r: dict) -> str:
     for threads, cells in r.get("torch_threads_8_clients", {}).items():
         lines.append(f"| {threads} | {', '.join(str(c['requests_per_s']) for c in cells)} | "
                      f"{'; '.join(cols(c, 'recall') for c in cells)} |")
+    profile = r.get("cpu_profile")
+    if profile:
+        per_request = profile["cpu_ms_per_request"]
+        lines += ["", f"Where the CPU goes: the 8-client HTTP mix on {profile['user']}, "
+                  f"{profile['cell']['requests_per_s']} requests/s; CPU ms a request: "
+                  + ", ".join(f"{side} {ms}" for side, ms in per_request.items()), "",
+                  "| the service's samples, by what spends them | share |", "|---|---:|"]
+        samples = profile["service_samples"]
+        lines += [f"| {kind} | {share:.1%} |" for kind, share in samples["by_what_spends"].items()]
+        lines += ["", "| by the stage they are under | share |", "|---|---:|"]
+        lines += [f"| {stage} | {share:.1%} |" for stage, share in samples["by_stage"].items()]
     return "\n".join(lines) + "\n"
 
 

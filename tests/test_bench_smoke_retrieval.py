@@ -89,8 +89,13 @@ def test_graph_bench(tmp_path):
 
 def test_serve_bench(tmp_path):
     result = run_bench("serve", "--users", "300", "--clients", "1,2", "--seconds", "1", "--max-requests", "10",
-                       out=tmp_path / "r.json")
-    assert result["cells"]
+                       "--profile-seconds", "3", "--answer-questions", "2", out=tmp_path / "r.json")
+    assert result["cells"] and all(cell["errors"] == 0 for cell in result["cells"].values())
+    profile = result["cpu_profile"]
+    assert profile["cell"]["requests"] > 0 and profile["cpu_seconds"]["service"] > 0
+    assert profile["cpu_seconds"]["postgres"] > 0 and profile["service_samples"]["samples"] > 0
+    assert profile["service_samples"]["by_stage"]["recall()"] > 0  # py-spy saw the service's recalls
+    assert [len(ids) for ids in result["answers"]["u300"]] == [10, 10]
 
 
 def test_time_bench(tmp_path):
