@@ -13,8 +13,10 @@ from pathlib import Path
 import psutil
 
 # What spends a sample, read from its innermost frame outward: the first kind whose pattern a frame holds.
+WAITING = "waiting: the GIL, a lock, a socket (no CPU)"
 LEAF_KINDS = (
-    ("waiting for the GIL", ("take_gil", "PyThread_acquire_lock", "drop_gil")),
+    (WAITING, ("take_gil", "PyThread_acquire_lock", "futex", "pthread_cond", "sem_wait", "sem_timedwait",
+               "epoll_wait", "poll (", "select (", "nanosleep")),
     ("ONNX Runtime", ("onnxruntime",)),
     ("torch", ("torch/", "libtorch", "libgomp", "at::", "c10::")),
     ("time grammar (dates/)", ("dreaming_dagster/dates/",)),
@@ -116,16 +118,27 @@ def leaf_kind(stack: str) -> str:
 
 
 def breakdown(stacks: Counter) -> dict:
-    """Shares of the samples by what spends them (innermost known frame) and by the stage they are under."""
-    total = sum(stacks.values())
+    """Of the samples that spend CPU (a thread waiting for the GIL, a lock or a socket does not), the shares
+    by what spends them (innermost known frame) and by the stage they are under; and the waiting share."""
     kinds: Counter = Counter()
     stages: Counter = Counter()
+    hottest: Counter = Counter()  # the innermost Python function of each busy sample (native code under it)
+    waiting = 0
     for stack, count in stacks.items():
-        kinds[leaf_kind(stack)] += count
+        kind = leaf_kind(stack)
+        if kind == WAITING:
+            waiting += count
+            continue
+        kinds[kind] += count
         for stage, marker in STAGES:
             if marker in stack:
                 stages[stage] += count
-    share = (lambda n: round(n / total, 4)) if total else (lambda n: 0.0)
-    return {"samples": total,
+        innermost_python = next((frame for frame in reversed(stack.split(";")) if ".py:" in frame), "(native only)")
+        hottest[innermost_python.split(":")[0] + ")" if ".py:" in innermost_python else innermost_python] += count
+    busy = sum(kinds.values())
+    share = (lambda n: round(n / busy, 4)) if busy else (lambda n: 0.0)
+    return {"samples": busy + waiting, "cpu_samples": busy,
+            "waiting_share": round(waiting / (busy + waiting), 4) if busy + waiting else 0.0,
             "by_what_spends": {kind: share(n) for kind, n in kinds.most_common()},
-            "by_stage": {stage: share(stages[stage]) for stage, _ in STAGES}}
+            "by_stage": {stage: share(stages[stage]) for stage, _ in STAGES},
+            "hottest_python_functions": {frame: share(n) for frame, n in hottest.most_common(15)}}

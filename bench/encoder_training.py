@@ -84,10 +84,11 @@ def main() -> None:
     parser.add_argument("--contexts", nargs="*", default=list(encoder.CONTEXTS), choices=encoder.CONTEXTS,
                         help="context put before each pair's first turn, measured with MiniLM")
     parser.add_argument("--lora-questions", type=int, default=None, help="train LoRA on this many questions")
-    parser.add_argument("--lora-positive", choices=("random", "nearest"), default="random",
+    # The defaults are the memory_encoder asset's: the recipe that ships.
+    parser.add_argument("--lora-positive", choices=("random", "nearest"), default="nearest",
                         help="the relevant pair a LoRA step trains on: any, or the one MiniLM ranks highest")
-    parser.add_argument("--lora-hard-negatives", type=int, default=1,
-                        help="MiniLM's hardest non-relevant pairs beside each LoRA positive")
+    parser.add_argument("--lora-hard-negatives", type=int, default=0,
+                        help="MiniLM's hardest non-relevant pairs beside each LoRA positive (0: in-batch only)")
     parser.add_argument("--lora-negatives-outside-evidence", action="store_true",
                         help="draw LoRA's hard negatives from sessions without a relevant pair")
     args = parser.parse_args()

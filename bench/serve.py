@@ -13,7 +13,8 @@ each number of concurrent clients, for a fixed time (and at most --max-requests 
 - in-process: the same mix from that many threads calling Recaller.recall and save_pairs directly, with
   the service's pools and settings;
 - and torch's thread count under that load: the in-process mix with 8 clients at 1 thread (the service's
-  DREAMING_SERVE_TORCH_THREADS) and at 2, alternated twice.
+  DREAMING_SERVE_TORCH_THREADS) and at 2, alternated twice; then the encoder's runs at once (one at a time
+  against the default: as many as the cores hold), the same way.
 
 Where the CPU goes (`cpu_profile`): the 8-client HTTP mix on the larger user for --profile-seconds, with the
 CPU seconds of the service's processes, of Postgres' and of the load generator counted, and py-spy sampling
@@ -62,7 +63,7 @@ from synthetic import DIMENSION, load_user
 from tqdm import tqdm
 
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.embeddings import embedder_from_settings
+from dreaming_dagster.embeddings import LocalMiniLMEmbedder, embedder_from_settings
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
@@ -276,6 +277,19 @@ def main() -> None:
                                     8, args.seconds, args.max_requests)
             results["torch_threads_8_clients"].setdefault(str(threads), []).append(cell)
             print("torch threads", threads, cell, flush=True)
+        # The encoder's runs at once under the same load: one at a time against the service's default (as many
+        # as the cores hold at its one thread each), side by side.
+        torch.set_num_threads(DreamingSettings().serve_torch_threads)
+        results["embedding_runs_8_clients"] = {}
+        for runs in (1, None, 1, None):
+            limited = LocalMiniLMEmbedder(encoder_delta=embedder.encoder_delta, model_cache_dir=embedder.model_cache_dir,
+                                          concurrent_runs=runs)
+            limited_recaller = Recaller.from_settings(database, limited, service_settings)
+            cell = drive_in_process(limited_recaller, database, limited, f"u{sizes[0]}",
+                                    Mix(questions, pair_texts, args.seed), 8, args.seconds, args.max_requests)
+            limited_recaller.close()
+            results["embedding_runs_8_clients"].setdefault("one at a time" if runs else "default", []).append(cell)
+            print("embedding runs", runs or "default", cell, flush=True)
         recaller.close()
         database.close()
     args.out.write_text(json.dumps(results, indent=1) + "\n")
@@ -319,13 +333,20 @@ def markdown(r: dict) -> str:
     for threads, cells in r.get("torch_threads_8_clients", {}).items():
         lines.append(f"| {threads} | {', '.join(str(c['requests_per_s']) for c in cells)} | "
                      f"{'; '.join(cols(c, 'recall') for c in cells)} |")
+    lines += ["", "The encoder's runs at once, in-process mix with 8 clients on the smaller user (two runs each, "
+              "alternating):", "", "| encoder runs at once | requests/s | recall p50 / p95 / p99 ms |", "|---|---|---|"]
+    for runs, cells in r.get("embedding_runs_8_clients", {}).items():
+        lines.append(f"| {runs} | {', '.join(str(c['requests_per_s']) for c in cells)} | "
+                     f"{'; '.join(cols(c, 'recall') for c in cells)} |")
     profile = r.get("cpu_profile")
     if profile:
         per_request = profile["cpu_ms_per_request"]
         lines += ["", f"Where the CPU goes: the 8-client HTTP mix on {profile['user']}, "
                   f"{profile['cell']['requests_per_s']} requests/s; CPU ms a request: "
                   + ", ".join(f"{side} {ms}" for side, ms in per_request.items()), "",
-                  "| the service's samples, by what spends them | share |", "|---|---:|"]
+                  f"The service's samples that spend CPU ({1 - profile['service_samples']['waiting_share']:.0%} "
+                  "of them; the rest wait for the GIL, a lock or a socket):", "",
+                  "| by what spends them | share |", "|---|---:|"]
         samples = profile["service_samples"]
         lines += [f"| {kind} | {share:.1%} |" for kind, share in samples["by_what_spends"].items()]
         lines += ["", "| by the stage they are under | share |", "|---|---:|"]

@@ -96,6 +96,8 @@ def test_serve_bench(tmp_path):
     assert profile["cpu_seconds"]["postgres"] > 0 and profile["service_samples"]["samples"] > 0
     assert profile["service_samples"]["by_stage"]["recall()"] > 0  # py-spy saw the service's recalls
     assert [len(ids) for ids in result["answers"]["u300"]] == [10, 10]
+    assert {runs: len(cells) for runs, cells in result["embedding_runs_8_clients"].items()} == {
+        "one at a time": 2, "default": 2}
 
 
 def test_time_bench(tmp_path):
