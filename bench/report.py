@@ -265,8 +265,21 @@ def serve_rows(r: dict) -> Rows:
     def latency(cell: dict, kind: str) -> str:
         c = cell.get(kind)
         return f"{c['p50_ms']} / {c['p95_ms']} / {c['p99_ms']} ms" if c else "–"
-    return [(name, f"{cell['requests_per_s']} requests/s · recall p50/p95/p99 {latency(cell, 'recall')} · save "
+    rows = [(name, f"{cell['requests_per_s']} requests/s · recall p50/p95/p99 {latency(cell, 'recall')} · save "
                    f"{latency(cell, 'save')} · errors {cell['errors']}") for name, cell in r["cells"].items()]
+    for runs, cells in r.get("embedding_runs_8_clients", {}).items():
+        rows.append((f"encoder runs at once: {runs} (in-process, 8 clients, taking turns)",
+                     " · ".join(f"{c['requests_per_s']} requests/s" for c in cells)))
+    profile = r.get("cpu_profile")
+    if profile:
+        samples = profile["service_samples"]
+        rows += [(f"CPU ms a request, 8 HTTP clients on {profile['user']} (py-spy attached)",
+                  " · ".join(f"{side} {ms}" for side, ms in profile["cpu_ms_per_request"].items())),
+                 ("the service's CPU by what spends it", " · ".join(
+                     f"{kind} {share:.1%}" for kind, share in samples["by_what_spends"].items())),
+                 ("the service's CPU by stage", " · ".join(
+                     f"{stage} {share:.1%}" for stage, share in samples["by_stage"].items()))]
+    return rows
 
 
 def reliability_rows(r: dict) -> Rows:

@@ -258,9 +258,7 @@ def main() -> None:
         database = Database(url, pool_size=16)
         recaller = Recaller.from_settings(database, embedder, service_settings)
         recaller.recall(f"u{sizes[0]}", "warm up", 10)
-        results["answers"] = {f"u{n}": [[m.pair_id for m in recaller.recall(f"u{n}", question, 10,
-                                                                             remember_query=False)]
-                                        for question in questions[:args.answer_questions]] for n in sizes}
+        results["answers"] = {f"u{n}": top_ids(recaller, f"u{n}", questions[:args.answer_questions]) for n in sizes}
         for n in sizes:
             user = f"u{n}"
             for clients in levels:
@@ -281,10 +279,15 @@ def main() -> None:
         # as the cores hold at its one thread each), side by side.
         torch.set_num_threads(DreamingSettings().serve_torch_threads)
         results["embedding_runs_8_clients"] = {}
+        # What recall answers on the user these cells do not save to, with each setting against the default's.
+        checked_user = f"u{sizes[-1]}"
+        reference = top_ids(recaller, checked_user, questions[:args.answer_questions])
         for runs in (1, None, 1, None):
             limited = LocalMiniLMEmbedder(encoder_delta=embedder.encoder_delta, model_cache_dir=embedder.model_cache_dir,
                                           concurrent_runs=runs)
             limited_recaller = Recaller.from_settings(database, limited, service_settings)
+            results.setdefault("answers_equal_with_encoder_runs", []).append(
+                top_ids(limited_recaller, checked_user, questions[:args.answer_questions]) == reference)
             cell = drive_in_process(limited_recaller, database, limited, f"u{sizes[0]}",
                                     Mix(questions, pair_texts, args.seed), 8, args.seconds, args.max_requests)
             limited_recaller.close()
@@ -295,6 +298,11 @@ def main() -> None:
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(markdown(results))
     print(markdown(results))
+
+
+def top_ids(recaller: Recaller, user: str, questions: list[str]) -> list[list[str]]:
+    """The ids of each question's top 10, in order (recording no query time)."""
+    return [[m.pair_id for m in recaller.recall(user, question, 10, remember_query=False)] for question in questions]
 
 
 def profiled_load(service_pid: int, database_url: str, tmp: Path, url: str, key: str, user: str, mix: Mix,
