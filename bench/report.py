@@ -267,9 +267,6 @@ def serve_rows(r: dict) -> Rows:
         return f"{c['p50_ms']} / {c['p95_ms']} / {c['p99_ms']} ms" if c else "–"
     rows = [(name, f"{cell['requests_per_s']} requests/s · recall p50/p95/p99 {latency(cell, 'recall')} · save "
                    f"{latency(cell, 'save')} · errors {cell['errors']}") for name, cell in r["cells"].items()]
-    for runs, cells in r.get("embedding_runs_8_clients", {}).items():
-        rows.append((f"encoder runs at once: {runs} (in-process, 8 clients, taking turns)",
-                     " · ".join(f"{c['requests_per_s']} requests/s" for c in cells)))
     profile = r.get("cpu_profile")
     if profile:
         samples = profile["service_samples"]

@@ -13,14 +13,14 @@ each number of concurrent clients, for a fixed time (and at most --max-requests 
 - in-process: the same mix from that many threads calling Recaller.recall and save_pairs directly, with
   the service's pools and settings;
 - and torch's thread count under that load: the in-process mix with 8 clients at 1 thread (the service's
-  DREAMING_SERVE_TORCH_THREADS) and at 2, alternated twice; then the encoder's runs at once (one at a time
-  against the default: as many as the cores hold), the same way.
+  DREAMING_SERVE_TORCH_THREADS) and at 2, alternated twice.
 
 Where the CPU goes (`cpu_profile`): the 8-client HTTP mix on the larger user for --profile-seconds, with the
 CPU seconds of the service's processes, of Postgres' and of the load generator counted, and py-spy sampling
 the service (bench/cpu_profile.py sorts its samples by what spends them and by the request's stage). And what
 recall answers (`answers`): the ids, in order, of the top 10 for the first --answer-questions questions on
-each user, so a change to how recall runs can show it answers the same.
+each user, on the memory as loaded (before any request saves to it) and as of its end (ANSWERS_AS_OF), so a
+change to how recall runs can show it answers the same.
 
 Reported per cell: requests/s, p50/p95/p99 latency of recalls and of saves, errors. Client and server share
 the machine's 2 cores, so the HTTP figures include the load generator's own cost. The server is stopped
@@ -63,7 +63,7 @@ from synthetic import DIMENSION, load_user
 from tqdm import tqdm
 
 from dreaming_dagster.config.settings import DreamingSettings
-from dreaming_dagster.embeddings import LocalMiniLMEmbedder, embedder_from_settings
+from dreaming_dagster.embeddings import embedder_from_settings
 from dreaming_dagster.ingest.save import save_pairs
 from dreaming_dagster.retrieval.profiles import refresh_profile
 from dreaming_dagster.retrieval.ranker import CompositeRanker, save_ranker
@@ -228,6 +228,11 @@ def main() -> None:
                     embedding_model=embedder.spec.model)
         secret, _ = api_keys.create_key(Database(url), embedder.spec, "default", "bench")
 
+        # What recall answers on the memory as loaded, before any request saves to it.
+        first_recaller = Recaller.from_settings(Database(url), embedder, settings)
+        results["answers"] = {f"u{n}": top_ids(first_recaller, f"u{n}", questions[:args.answer_questions]) for n in sizes}
+        first_recaller.close()
+
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")},
                "DREAMING_DATABASE_URL": url, "DREAMING_DATA_DIR": tmp,
                "DREAMING_SERVE_RATE_PER_SECOND": "100000", "DREAMING_SERVE_RATE_BURST": "100000",
@@ -258,7 +263,6 @@ def main() -> None:
         database = Database(url, pool_size=16)
         recaller = Recaller.from_settings(database, embedder, service_settings)
         recaller.recall(f"u{sizes[0]}", "warm up", 10)
-        results["answers"] = {f"u{n}": top_ids(recaller, f"u{n}", questions[:args.answer_questions]) for n in sizes}
         for n in sizes:
             user = f"u{n}"
             for clients in levels:
@@ -275,24 +279,6 @@ def main() -> None:
                                     8, args.seconds, args.max_requests)
             results["torch_threads_8_clients"].setdefault(str(threads), []).append(cell)
             print("torch threads", threads, cell, flush=True)
-        # The encoder's runs at once under the same load: one at a time against the service's default (as many
-        # as the cores hold at its one thread each), side by side.
-        torch.set_num_threads(DreamingSettings().serve_torch_threads)
-        results["embedding_runs_8_clients"] = {}
-        # What recall answers on the user these cells do not save to, with each setting against the default's.
-        checked_user = f"u{sizes[-1]}"
-        reference = top_ids(recaller, checked_user, questions[:args.answer_questions])
-        for runs in (1, None, 1, None):
-            limited = LocalMiniLMEmbedder(encoder_delta=embedder.encoder_delta, model_cache_dir=embedder.model_cache_dir,
-                                          concurrent_runs=runs)
-            limited_recaller = Recaller.from_settings(database, limited, service_settings)
-            results.setdefault("answers_equal_with_encoder_runs", []).append(
-                top_ids(limited_recaller, checked_user, questions[:args.answer_questions]) == reference)
-            cell = drive_in_process(limited_recaller, database, limited, f"u{sizes[0]}",
-                                    Mix(questions, pair_texts, args.seed), 8, args.seconds, args.max_requests)
-            limited_recaller.close()
-            results["embedding_runs_8_clients"].setdefault("one at a time" if runs else "default", []).append(cell)
-            print("embedding runs", runs or "default", cell, flush=True)
         recaller.close()
         database.close()
     args.out.write_text(json.dumps(results, indent=1) + "\n")
@@ -300,9 +286,14 @@ def main() -> None:
     print(markdown(results))
 
 
+# What recall answers is read as of the day after the loaded pairs' last (synthetic.START + 3 years): the
+# same answer at any hour, whatever the mix has saved since.
+ANSWERS_AS_OF = "2026-01-02T00:00:00+00:00"
+
+
 def top_ids(recaller: Recaller, user: str, questions: list[str]) -> list[list[str]]:
-    """The ids of each question's top 10, in order (recording no query time)."""
-    return [[m.pair_id for m in recaller.recall(user, question, 10, remember_query=False)] for question in questions]
+    """The ids of each question's top 10, in order, as of ANSWERS_AS_OF."""
+    return [[m.pair_id for m in recaller.recall(user, question, 10, as_of=ANSWERS_AS_OF)] for question in questions]
 
 
 def profiled_load(service_pid: int, database_url: str, tmp: Path, url: str, key: str, user: str, mix: Mix,
@@ -340,11 +331,6 @@ def markdown(r: dict) -> str:
               "alternating):", "", "| torch threads | requests/s | recall p50 / p95 / p99 ms |", "|---:|---|---|"]
     for threads, cells in r.get("torch_threads_8_clients", {}).items():
         lines.append(f"| {threads} | {', '.join(str(c['requests_per_s']) for c in cells)} | "
-                     f"{'; '.join(cols(c, 'recall') for c in cells)} |")
-    lines += ["", "The encoder's runs at once, in-process mix with 8 clients on the smaller user (two runs each, "
-              "alternating):", "", "| encoder runs at once | requests/s | recall p50 / p95 / p99 ms |", "|---|---|---|"]
-    for runs, cells in r.get("embedding_runs_8_clients", {}).items():
-        lines.append(f"| {runs} | {', '.join(str(c['requests_per_s']) for c in cells)} | "
                      f"{'; '.join(cols(c, 'recall') for c in cells)} |")
     profile = r.get("cpu_profile")
     if profile:

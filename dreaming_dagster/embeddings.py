@@ -127,10 +127,6 @@ def forget_cached_texts() -> None:
         texts.clear()
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -216,7 +212,7 @@ class LocalMiniLMEmbedder:
 
     def __init__(self, batch_size: int = 64, runtime: LocalRuntime = DECLARED_DEFAULTS.embedding_local_runtime,
                  model_cache_dir: Path | None = None, model_dir: Path | None = None,
-                 encoder_delta: Path | None = None, concurrent_runs: int | None = None):
+                 encoder_delta: Path | None = None):
         if runtime not in ("onnx", "torch"):
             raise ValueError(f"runtime must be 'onnx' or 'torch', got {runtime!r}")
         if model_dir is not None and encoder_delta is not None:
@@ -232,13 +228,7 @@ class LocalMiniLMEmbedder:
         self.model_dir = model_dir  # a sentence-transformers directory of MiniLM's shape; None: MiniLM itself
         self.runtime_used: str | None = None  # set by the first embed()
         self._onnx_cache_dir: Path | None = None
-        self._lock = threading.Lock()  # loading the model; PyTorch runs one call at a time (it uses every thread)
-        # ONNX Runtime runs at once, from callers on several threads (a service's recalls and saves): as many as
-        # the cores hold at the encoder's threads each (None), or this many.
-        if concurrent_runs is not None and concurrent_runs < 1:
-            raise ValueError(f"concurrent_runs must be at least 1, got {concurrent_runs}")
-        self.concurrent_runs = concurrent_runs
-        self._runs: threading.BoundedSemaphore | None = None
+        self._lock = threading.Lock()  # one encoder call at a time: it already uses every thread it is given
 
     def _cache_dir(self) -> Path:
         if self._onnx_cache_dir is None:  # resolved once: building the settings costs ~5 ms a call
@@ -279,16 +269,11 @@ class LocalMiniLMEmbedder:
         vectors = np.zeros((len(texts), self.spec.dimension), dtype=np.float32)
         with self._lock:
             encoder = self._onnx_encoder()
-            if encoder is not None and self._runs is None:
-                runs = self.concurrent_runs or max(1, usable_cores() // encoder.threads)
-                self._runs = threading.BoundedSemaphore(runs)
-        if encoder is not None:
-            for batch in padding_bounded_batches(encoder.token_counts(texts), self.batch_size,
-                                                 max_tokens=ONNX_BATCH_TOKENS):
-                with self._runs:
+            if encoder is not None:
+                for batch in padding_bounded_batches(encoder.token_counts(texts), self.batch_size,
+                                                     max_tokens=ONNX_BATCH_TOKENS):
                     vectors[batch] = encoder.encode([texts[i] for i in batch])
-            return _normalise(vectors)
-        with self._lock:
+                return _normalise(vectors)
             model = _load_sentence_model(self._model_dir())
             self.runtime_used = "torch"
             # Word pieces the encoder will read (it truncates at max_seq_length), to batch by length.

@@ -182,8 +182,7 @@ def _session(path: Path, threads: int):
 class OnnxSentenceEncoder:
     """A sentence-transformers model's transformer in ONNX Runtime with ``threads`` intra-op threads, the
     model's tokenizer and mean pooling. One batch per :meth:`encode` call, padded to its longest text (the
-    caller groups texts by length). Thread-safe: calls from several threads run at once (ONNX Runtime
-    sessions allow it; the tokenizer is taken in turn)."""
+    caller groups texts by length). ONNX Runtime sessions may be run from several threads at once."""
 
     def __init__(self, model_dir: Path, onnx_file: Path, threads: int):
         from transformers import AutoTokenizer
@@ -192,19 +191,15 @@ class OnnxSentenceEncoder:
         self.max_seq_length = max_seq_length(model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.session = _session(onnx_file, threads)
-        # A fast tokenizer sets its padding and truncation on each call: two threads at once can clash.
-        self._tokenizing = threading.Lock()
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """Word pieces of each text the encoder reads (truncated at the window, [CLS] and [SEP] included)."""
-        with self._tokenizing:
-            ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)["input_ids"]
+        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)["input_ids"]
         return [len(row) for row in ids]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        with self._tokenizing:
-            batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_seq_length,
-                                   return_tensors="np")
+        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_seq_length,
+                               return_tensors="np")
         feed = {name: np.asarray(batch[name], dtype=np.int64) for name in _INPUTS}
         return mean_pooled(self.session.run(None, feed)[0], feed["attention_mask"])
 

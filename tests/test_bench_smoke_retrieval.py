@@ -88,8 +88,7 @@ def test_graph_bench(tmp_path):
 
 
 def test_serve_bench(tmp_path):
-    # Two users: the encoder-runs cells save to the first; what recall answers is checked on the second.
-    result = run_bench("serve", "--users", "200,300", "--clients", "1,2", "--seconds", "1", "--max-requests", "10",
+    result = run_bench("serve", "--users", "300", "--clients", "1,2", "--seconds", "1", "--max-requests", "10",
                        "--profile-seconds", "3", "--answer-questions", "2", out=tmp_path / "r.json")
     assert result["cells"] and all(cell["errors"] == 0 for cell in result["cells"].values())
     profile = result["cpu_profile"]
@@ -97,9 +96,6 @@ def test_serve_bench(tmp_path):
     assert profile["cpu_seconds"]["postgres"] > 0 and profile["service_samples"]["samples"] > 0
     assert profile["service_samples"]["by_stage"]["recall()"] > 0  # py-spy saw the service's recalls
     assert [len(ids) for ids in result["answers"]["u300"]] == [10, 10]
-    assert {runs: len(cells) for runs, cells in result["embedding_runs_8_clients"].items()} == {
-        "one at a time": 2, "default": 2}
-    assert result["answers_equal_with_encoder_runs"] == [True] * 4  # the same top 10 however the encoder runs
 
 
 def test_time_bench(tmp_path):

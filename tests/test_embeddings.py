@@ -64,10 +64,7 @@ def test_local_embedder_returns_the_vectors_of_one_text_at_a_time_in_order(model
     assert np.allclose(model_embedder.embed(texts[::-1]), one_by_one[::-1], atol=1e-5)
 
 
-@pytest.mark.parametrize("concurrent_runs", [None, 1, 3], ids=["as many as the cores hold", "one", "three"])
-def test_local_embedder_is_safe_to_call_from_threads(concurrent_runs):
-    # Several encoder runs at once (the service's recalls and saves side by side) give each caller its vectors.
-    model_embedder = LocalMiniLMEmbedder(batch_size=32, concurrent_runs=concurrent_runs)
+def test_local_embedder_is_safe_to_call_from_threads(model_embedder):
     texts = [f"user: what did I say about topic {i} last week?" for i in range(6)] + ["assistant: " + "ok " * 300]
     expected = model_embedder.embed(texts)
     results, errors = {}, []
@@ -86,8 +83,3 @@ def test_local_embedder_is_safe_to_call_from_threads(concurrent_runs):
     assert not errors
     for worker, vectors in results.items():
         assert np.allclose(vectors, np.roll(expected, -worker, axis=0), atol=1e-5)
-
-
-def test_concurrent_runs_below_one_is_refused_naming_it():
-    with pytest.raises(ValueError, match="concurrent_runs"):
-        LocalMiniLMEmbedder(concurrent_runs=0)
