@@ -30,7 +30,7 @@ LEAF_KINDS = (
 STAGES = (
     ("recall()", "recall (dreaming_dagster/retrieval/recaller.py"),
     ("recall: time grammar (read_question)", "read_question (dreaming_dagster/dates/"),
-    ("recall: query embedding", "embed (dreaming_dagster/embeddings.py"),
+    ("embedding (recall's question, a save's turns)", "embed (dreaming_dagster/embeddings.py"),
     ("recall: profile (read_profile)", "read_profile (dreaming_dagster/retrieval/profiles.py"),
     ("recall: question type (classifier)", "predict_question_type (dreaming_dagster/retrieval/recaller.py"),
     ("recall: features and model (predict_weights)", "predict_weights (dreaming_dagster/retrieval/ranker.py"),
