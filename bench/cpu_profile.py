@@ -109,8 +109,8 @@ def read_samples(raw: Path) -> Counter:
     return stacks
 
 
-def leaf_kind(stack: str) -> str:
-    for frame in reversed(stack.split(";")):
+def leaf_kind(frames: list[str]) -> str:
+    for frame in reversed(frames):
         for kind, patterns in LEAF_KINDS:
             if any(pattern in frame for pattern in patterns):
                 return kind
@@ -125,7 +125,8 @@ def breakdown(stacks: Counter) -> dict:
     hottest: Counter = Counter()  # the innermost Python function of each busy sample (native code under it)
     waiting = 0
     for stack, count in stacks.items():
-        kind = leaf_kind(stack)
+        frames = stack.split(";")
+        kind = leaf_kind(frames)
         if kind == WAITING:
             waiting += count
             continue
@@ -133,8 +134,8 @@ def breakdown(stacks: Counter) -> dict:
         for stage, marker in STAGES:
             if marker in stack:
                 stages[stage] += count
-        innermost_python = next((frame for frame in reversed(stack.split(";")) if ".py:" in frame), "(native only)")
-        hottest[innermost_python.split(":")[0] + ")" if ".py:" in innermost_python else innermost_python] += count
+        innermost = next((frame for frame in reversed(frames) if ".py:" in frame), None)
+        hottest[innermost.split(":")[0] + ")" if innermost else "(native only)"] += count  # without the line
     busy = sum(kinds.values())
     share = (lambda n: round(n / busy, 4)) if busy else (lambda n: 0.0)
     return {"samples": busy + waiting, "cpu_samples": busy,
