@@ -267,11 +267,17 @@ def serve_rows(r: dict) -> Rows:
         return f"{c['p50_ms']} / {c['p95_ms']} / {c['p99_ms']} ms" if c else "–"
     rows = [(name, f"{cell['requests_per_s']} requests/s · recall p50/p95/p99 {latency(cell, 'recall')} · save "
                    f"{latency(cell, 'save')} · errors {cell['errors']}") for name, cell in r["cells"].items()]
+    rows += [(f"{name}: recall p50 against its statement's (the `query` stage of the same recalls)",
+              f"{ratio['recall_p50_ms']} / {ratio['statement_p50_ms']} ms = ×{ratio['ratio']}")
+             for name, ratio in r.get("one_client_recall_to_statement", {}).items()]
     profile = r.get("cpu_profile")
     if profile:
         samples = profile["service_samples"]
         rows += [(f"CPU ms a request, 8 HTTP clients on {profile['user']} (py-spy attached)",
                   " · ".join(f"{side} {ms}" for side, ms in profile["cpu_ms_per_request"].items())),
+                 *([("requests/s the cores carry at that CPU", " · ".join(
+                     f"{how} {rate}" for how, rate in profile["requests_per_s_the_cores_carry"].items()))]
+                   if "requests_per_s_the_cores_carry" in profile else []),
                  ("the service's CPU by what spends it", " · ".join(
                      f"{kind} {share:.1%}" for kind, share in samples["by_what_spends"].items())),
                  ("the service's CPU by stage", " · ".join(

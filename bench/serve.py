@@ -20,9 +20,14 @@ CPU seconds of the service's processes, of Postgres' and of the load generator c
 the service (bench/cpu_profile.py sorts its samples by what spends them and by the request's stage). And what
 recall answers (`answers`): the ids, in order, of the top 10 for the first --answer-questions questions on
 each user, on the memory as loaded (before any request saves to it) and as of its end (ANSWERS_AS_OF), so a
-change to how recall runs can show it answers the same.
+change to how recall runs can show it answers the same. Compare answers read on one database: pgvector builds
+an HNSW index with random levels, so two runs' indexes differ and about one id in ten with them.
 
-Reported per cell: requests/s, p50/p95/p99 latency of recalls and of saves, errors. Client and server share
+Reported per cell: requests/s, p50/p95/p99 latency of recalls and of saves, errors, and the p50 of each stage
+recall reports in its timings (the question's time grammar, embedding, profile, model, and `query`: the BM25
+pool and the ranking statement). `one_client_recall_to_statement` sets each 1-client cell's recall p50 against
+its own requests' `query` p50, side by side. The profile adds what the cores carry at the measured CPU a
+request: every side's, and Postgres' alone. Client and server share
 the machine's 2 cores, so the HTTP figures include the load generator's own cost. The server is stopped
 (SIGTERM) when the bench ends or fails. Results: bench/results/serve.{json,md}.
 """
@@ -92,7 +97,11 @@ class Mix:
                                    "occurred_at": datetime.now(UTC).isoformat()}]}
 
 
-def cell_summary(latencies: dict[str, list[float]], errors: int, seconds: float) -> dict:
+def cell_summary(latencies: dict[str, list[float]], errors: int, seconds: float,
+                 stages: dict[str, list[float]] | None = None) -> dict:
+    """Requests/s, errors and latency percentiles of a cell; with ``stages`` (each recall's ``timings_ms``,
+    as recall reports them) the p50 of each stage, ``query`` being the ranking statement as recall runs it
+    (the BM25 pool and the statement)."""
     done = sum(len(v) for v in latencies.values())
     out = {"requests": done, "errors": errors, "seconds": round(seconds, 2),
            "requests_per_s": round(done / seconds, 1) if seconds else 0.0}
@@ -100,11 +109,19 @@ def cell_summary(latencies: dict[str, list[float]], errors: int, seconds: float)
         if values:
             out[kind] = {"n": len(values), "p50_ms": round(percentile(values, 0.5), 1),
                          "p95_ms": round(percentile(values, 0.95), 1), "p99_ms": round(percentile(values, 0.99), 1)}
+    if stages:
+        out["recall_stages_p50_ms"] = {stage: round(percentile(values, 0.5), 1) for stage, values in stages.items()}
     return out
+
+
+def add_stages(stages: dict[str, list[float]], timings_ms: dict[str, float]) -> None:
+    for stage, ms in timings_ms.items():
+        stages.setdefault(stage, []).append(ms)
 
 
 async def drive_http(url: str, key: str, user: str, mix: Mix, clients: int, seconds: float, max_requests: int) -> dict:
     latencies: dict[str, list[float]] = {"recall": [], "save": []}
+    stages: dict[str, list[float]] = {}
     errors = 0
     sent = 0
     deadline = time.perf_counter() + seconds
@@ -125,18 +142,21 @@ async def drive_http(url: str, key: str, user: str, mix: Mix, clients: int, seco
                 ok = False
             if ok:
                 latencies[kind].append((time.perf_counter() - started) * 1000)
+                if kind == "recall":
+                    add_stages(stages, response.json()["timings_ms"])
             else:
                 errors += 1
 
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
         await asyncio.gather(*(client(http) for _ in range(clients)))
-    return cell_summary(latencies, errors, time.perf_counter() - started)
+    return cell_summary(latencies, errors, time.perf_counter() - started, stages)
 
 
 def drive_in_process(recaller: Recaller, database: Database, embedder, user: str, mix: Mix, clients: int,
                      seconds: float, max_requests: int) -> dict:
     latencies: dict[str, list[float]] = {"recall": [], "save": []}
+    stages: dict[str, list[float]] = {}
     errors = [0]
     sent = [0]
     deadline = time.perf_counter() + seconds
@@ -148,10 +168,12 @@ def drive_in_process(recaller: Recaller, database: Database, embedder, user: str
             started = time.perf_counter()
             try:
                 if kind == "recall":
-                    recaller.recall(user, body["query"], body["k"])
+                    timings_ms = recaller.recall(user, body["query"], body["k"]).timings_ms
                 else:
                     save_pairs(user, body["pairs"], database=database, embedder=embedder)
                 latencies[kind].append((time.perf_counter() - started) * 1000)
+                if kind == "recall":
+                    add_stages(stages, timings_ms)
             except Exception:  # noqa: BLE001 - counted, as the HTTP side counts a non-200
                 errors[0] += 1
 
@@ -159,7 +181,7 @@ def drive_in_process(recaller: Recaller, database: Database, embedder, user: str
     with ThreadPoolExecutor(max_workers=clients) as pool:
         for future in [pool.submit(worker) for _ in range(clients)]:
             future.result()
-    return cell_summary(latencies, errors[0], time.perf_counter() - started)
+    return cell_summary(latencies, errors[0], time.perf_counter() - started, stages)
 
 
 def start_server(env: dict, port: int) -> subprocess.Popen:
@@ -281,6 +303,7 @@ def main() -> None:
             print("torch threads", threads, cell, flush=True)
         recaller.close()
         database.close()
+    results["one_client_recall_to_statement"] = one_client_ratios(results["cells"])
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(markdown(results))
     print(markdown(results))
@@ -310,9 +333,28 @@ def profiled_load(service_pid: int, database_url: str, tmp: Path, url: str, key:
     if sampler.returncode != 0 or not raw.is_file():
         raise RuntimeError(f"py-spy failed: {errors.decode(errors='replace')[-500:]}")
     requests = cell["requests"]
+    per_request = {side: 1000 * s / requests for side, s in cpu.items()}
+    cores_ms = 1000 * (os.cpu_count() or 1)
+    # What the cores could carry at these costs: all of a request's CPU, and Postgres' part alone (the
+    # bound were the service to cost nothing).
+    bound = {"every side": round(cores_ms / sum(per_request.values()), 1),
+             "postgres alone": round(cores_ms / per_request["postgres"], 1)}
     return {"clients": 8, "user": user, "cell": cell, "cpu_seconds": cpu,
-            "cpu_ms_per_request": {side: round(1000 * s / requests, 1) for side, s in cpu.items()},
+            "cpu_ms_per_request": {side: round(ms, 1) for side, ms in per_request.items()},
+            "requests_per_s_the_cores_carry": bound,
             "service_samples": cpu_profile.breakdown(cpu_profile.read_samples(raw))}
+
+
+def one_client_ratios(cells: dict[str, dict]) -> dict[str, dict]:
+    """Each 1-client cell's recall p50 against the p50 of the ranking statement as recall runs it, read from
+    the same requests' timings (recall's ``query`` stage: the BM25 pool and the statement)."""
+    out = {}
+    for name, cell in cells.items():
+        statement = cell.get("recall_stages_p50_ms", {}).get("query")
+        if name.endswith(" · 1") and statement and "recall" in cell:
+            out[name] = {"recall_p50_ms": cell["recall"]["p50_ms"], "statement_p50_ms": statement,
+                         "ratio": round(cell["recall"]["p50_ms"] / statement, 2)}
+    return out
 
 
 def markdown(r: dict) -> str:
@@ -327,6 +369,15 @@ def markdown(r: dict) -> str:
     for name, cell in r["cells"].items():
         lines.append(f"| {name} | {cell['requests_per_s']} | {cols(cell, 'recall')} | {cols(cell, 'save')} | "
                      f"{cell['errors']} |")
+    stage_names = ["time", "embed", "profile", "model", "query"]
+    lines += ["", "Recall's stages, p50 ms as recall reports them (`query`: the BM25 pool and the ranking statement):",
+              "", "| user · path · clients | " + " | ".join(stage_names) + " | recall p50 | recall / query |",
+              "|---|" + "---:|" * (len(stage_names) + 2)]
+    for name, cell in r["cells"].items():
+        stages = cell.get("recall_stages_p50_ms")
+        if stages and "recall" in cell:
+            lines.append(f"| {name} | " + " | ".join(str(stages.get(s, "–")) for s in stage_names)
+                         + f" | {cell['recall']['p50_ms']} | {cell['recall']['p50_ms'] / stages['query']:.2f} |")
     lines += ["", "Torch threads of the process, in-process mix with 8 clients on the smaller user (two runs each, "
               "alternating):", "", "| torch threads | requests/s | recall p50 / p95 / p99 ms |", "|---:|---|---|"]
     for threads, cells in r.get("torch_threads_8_clients", {}).items():
@@ -337,7 +388,10 @@ def markdown(r: dict) -> str:
         per_request = profile["cpu_ms_per_request"]
         lines += ["", f"Where the CPU goes: the 8-client HTTP mix on {profile['user']}, "
                   f"{profile['cell']['requests_per_s']} requests/s; CPU ms a request: "
-                  + ", ".join(f"{side} {ms}" for side, ms in per_request.items()), "",
+                  + ", ".join(f"{side} {ms}" for side, ms in per_request.items())
+                  + "; the cores carry at these costs: "
+                  + ", ".join(f"{how} {rate} requests/s" for how, rate in profile["requests_per_s_the_cores_carry"].items()),
+                  "",
                   f"The service's samples that spend CPU ({1 - profile['service_samples']['waiting_share']:.0%} "
                   "of them; the rest wait for the GIL, a lock or a socket):", "",
                   "| by what spends them | share |", "|---|---:|"]

@@ -96,6 +96,15 @@ def test_serve_bench(tmp_path):
     assert profile["cpu_seconds"]["postgres"] > 0 and profile["service_samples"]["samples"] > 0
     assert profile["service_samples"]["by_stage"]["recall()"] > 0  # py-spy saw the service's recalls
     assert [len(ids) for ids in result["answers"]["u300"]] == [10, 10]
+    # Each recall's stages are read from its own timings; the 1-client ratio sets recall against its statement.
+    one_client = result["one_client_recall_to_statement"]
+    assert set(one_client) == {"u300 · http · 1", "u300 · in-process · 1"}
+    for name, ratio in one_client.items():
+        stages = result["cells"][name]["recall_stages_p50_ms"]
+        assert set(stages) >= {"embed", "query"} and ratio["statement_p50_ms"] == stages["query"] > 0
+        assert ratio["recall_p50_ms"] > ratio["statement_p50_ms"]  # recall runs the statement and more
+    bound = profile["requests_per_s_the_cores_carry"]
+    assert 0 < bound["every side"] < bound["postgres alone"]
 
 
 def test_time_bench(tmp_path):
