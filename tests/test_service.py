@@ -177,6 +177,25 @@ def test_health_and_metrics(service):
     assert client.get("/docs").status_code == 200 and "/v1/recall" in client.get("/openapi.json").json()["paths"]
 
 
+def test_metrics_count_refused_unmatched_and_failed_requests(service, monkeypatch):
+    client, headers = service
+    assert client.post("/v1/recall", json={"user_id": "u", "query": "q"}).status_code == 401
+    assert client.get("/v1/nowhere", headers=headers["acme"]).status_code == 404
+    assert client.post("/v1/recall", headers=headers["acme"], json={"user_id": "u", "k": 0}).status_code == 422
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("recall broke")
+
+    monkeypatch.setattr(client.app.state.service.recaller, "recall", broken)
+    with pytest.raises(RuntimeError, match="recall broke"):  # TestClient re-raises what the server answers 500 for
+        client.post("/v1/recall", headers=headers["acme"], json={"user_id": "u", "query": "q"})
+    text = client.get("/metrics").text
+    for route, status in (("/v1/recall", 401), ("unmatched", 404), ("/v1/recall", 422), ("/v1/recall", 500)):
+        assert f'dreaming_http_requests_total{{method="{"GET" if route == "unmatched" else "POST"}",route="{route}",' \
+               f'status="{status}"}} 1.0' in text
+    assert 'dreaming_http_request_seconds_count{method="POST",route="/v1/recall"} 3.0' in text
+
+
 def test_keys_commands(cli_env):
     runner = CliRunner()
     created = runner.invoke(main, ["keys", "create", "--tenant", "acme", "--name", "backend"])

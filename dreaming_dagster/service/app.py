@@ -9,17 +9,16 @@ connections. Errors always have one JSON shape (errors.py); a field that is wron
 
 from __future__ import annotations
 
-import time
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 
 from dreaming_dagster.config.settings import DreamingSettings
 from dreaming_dagster.embeddings import Embedder
 from dreaming_dagster.service.dependencies import Service
 from dreaming_dagster.service.errors import install_error_handlers
 from dreaming_dagster.service.limits import ParsedOnceRoute, RequestBodyGuard, TokenBucket
-from dreaming_dagster.service.prometheus import ServiceMetrics
+from dreaming_dagster.service.prometheus import RequestMetrics, ServiceMetrics
 from dreaming_dagster.service.routes import dreaming, operations, pairs, recall, users
 from dreaming_dagster.storage.database import Database
 
@@ -58,18 +57,9 @@ def create_app(settings: DreamingSettings, *, database: Database | None = None,
     app.state.service = service
     app.add_middleware(RequestBodyGuard, max_bytes=settings.serve_max_body_bytes,
                        timeout_seconds=settings.serve_body_timeout_seconds)
-    app.middleware("http")(measured)
+    app.add_middleware(RequestMetrics, metrics=service.metrics)
     install_error_handlers(app)
     for routes in (pairs, recall, dreaming, users, operations):
         app.include_router(routes.router)
     return app
 
-
-async def measured(request: Request, call_next):
-    """Each request's route, method, status and seconds into the service's Prometheus metrics."""
-    started = time.perf_counter()
-    response = await call_next(request)
-    route = request.scope.get("route")
-    request.app.state.service.metrics.observe(getattr(route, "path", "unmatched"), request.method,
-                                              response.status_code, time.perf_counter() - started)
-    return response
