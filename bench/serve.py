@@ -345,16 +345,20 @@ def profiled_load(service_pid: int, database_url: str, tmp: Path, url: str, key:
             "service_samples": cpu_profile.breakdown(cpu_profile.read_samples(raw))}
 
 
+def recall_to_statement(cell: dict) -> dict | None:
+    """A cell's recall p50 against the p50 of the ranking statement as recall runs it, read from the same
+    requests' timings (recall's ``query`` stage: the BM25 pool and the statement); None without both."""
+    statement = cell.get("recall_stages_p50_ms", {}).get("query")
+    if not statement or "recall" not in cell:
+        return None
+    return {"recall_p50_ms": cell["recall"]["p50_ms"], "statement_p50_ms": statement,
+            "ratio": round(cell["recall"]["p50_ms"] / statement, 2)}
+
+
 def one_client_ratios(cells: dict[str, dict]) -> dict[str, dict]:
-    """Each 1-client cell's recall p50 against the p50 of the ranking statement as recall runs it, read from
-    the same requests' timings (recall's ``query`` stage: the BM25 pool and the statement)."""
-    out = {}
-    for name, cell in cells.items():
-        statement = cell.get("recall_stages_p50_ms", {}).get("query")
-        if name.endswith(" · 1") and statement and "recall" in cell:
-            out[name] = {"recall_p50_ms": cell["recall"]["p50_ms"], "statement_p50_ms": statement,
-                         "ratio": round(cell["recall"]["p50_ms"] / statement, 2)}
-    return out
+    """:func:`recall_to_statement` of each 1-client cell."""
+    return {name: ratio for name, cell in cells.items()
+            if name.endswith(" · 1") and (ratio := recall_to_statement(cell)) is not None}
 
 
 def markdown(r: dict) -> str:
@@ -374,10 +378,11 @@ def markdown(r: dict) -> str:
               "", "| user · path · clients | " + " | ".join(stage_names) + " | recall p50 | recall / query |",
               "|---|" + "---:|" * (len(stage_names) + 2)]
     for name, cell in r["cells"].items():
-        stages = cell.get("recall_stages_p50_ms")
-        if stages and "recall" in cell:
+        ratio = recall_to_statement(cell)
+        if ratio is not None:
+            stages = cell["recall_stages_p50_ms"]
             lines.append(f"| {name} | " + " | ".join(str(stages.get(s, "–")) for s in stage_names)
-                         + f" | {cell['recall']['p50_ms']} | {cell['recall']['p50_ms'] / stages['query']:.2f} |")
+                         + f" | {ratio['recall_p50_ms']} | {ratio['ratio']:.2f} |")
     lines += ["", "Torch threads of the process, in-process mix with 8 clients on the smaller user (two runs each, "
               "alternating):", "", "| torch threads | requests/s | recall p50 / p95 / p99 ms |", "|---:|---|---|"]
     for threads, cells in r.get("torch_threads_8_clients", {}).items():
